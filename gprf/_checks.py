@@ -1,0 +1,39 @@
+"""Argument validation shared by feature maps and kernels (clear errors naming the argument)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from gprf.settings import validate_inputs
+
+
+def check_positive_int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    return value
+
+
+def check_choice(value: str, name: str, choices: Sequence[str]) -> str:
+    if value not in choices:
+        raise ValueError(f"Unknown {name} {value!r}; valid choices are: {', '.join(map(repr, choices))}.")
+    return value
+
+
+def check_features_input(x: Tensor, input_dim: int, owner: str) -> None:
+    """Check the trailing dimension, the dtype and (where cheap) finiteness of a feature-map input."""
+    if not torch.is_tensor(x):
+        raise TypeError(f"{owner} expects a torch.Tensor input, got {type(x).__name__}.")
+    if x.dim() < 2:
+        raise ValueError(f"{owner} expects inputs of shape (..., n, {input_dim}), got shape {tuple(x.shape)}.")
+    if x.size(-1) != input_dim:
+        raise ValueError(
+            f"{owner} was built for input dimension {input_dim} but got inputs with {x.size(-1)} columns "
+            f"(shape {tuple(x.shape)}); pass num_dims={x.size(-1)} when constructing it."
+        )
+    if x.is_complex() or not x.is_floating_point():
+        raise TypeError(f"{owner} expects real floating-point inputs, got dtype {x.dtype}.")
+    if validate_inputs.applies_to(x) and not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{owner} received NaN or infinite inputs; remove or impute them before featurizing.")

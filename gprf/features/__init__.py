@@ -1,0 +1,7 @@
+"""Random feature maps (torch modules, no GPyTorch): x -> Phi(x)."""
+
+from gprf.features.base import FeatureMap
+from gprf.features.fourier import FOURIER_KERNELS, FOURIER_SAMPLERS, RandomFourierFeatures
+from gprf.features.spectral import SPECTRA, StationarySpectrum
+
+__all__ = ["FOURIER_KERNELS", "FOURIER_SAMPLERS", "SPECTRA", "FeatureMap", "RandomFourierFeatures", "StationarySpectrum"]

@@ -1,0 +1,144 @@
+"""The FeatureMap contract: x -> Phi(x) with k(x, y) ~ Re(Phi(x) Phi(y)^H)."""
+
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from gprf._checks import check_choice, check_features_input, check_positive_int
+
+
+class FeatureMap(torch.nn.Module, ABC):
+    r"""Base class of every random feature map in gprf.
+
+    A feature map turns inputs ``x`` of shape ``(..., n, input_dim)`` (already divided by any
+    lengthscale) into features :math:`\Phi(x)` of shape ``(..., n, num_features)`` such that
+    :math:`\hat k(x, y) = \mathrm{Re}\,\Phi(x)\Phi(y)^H` estimates a kernel.
+
+    Contract (relied on by kernels, prediction strategies and the BoTorch integration):
+
+    * every random draw is a registered buffer created eagerly in ``__init__`` (so ``.to()``,
+      ``state_dict``/``load_state_dict`` into a fresh object, pickling and ``deepcopy`` work), drawn
+      from a ``torch.Generator`` seeded by ``seed`` (the global RNG seeds it when ``seed is None``);
+      :meth:`resample` redraws the buffers in place;
+    * buffers carry a leading ``batch_shape`` (independent draws per batch member);
+    * :meth:`real_features` returns the real root :math:`R` with :math:`RR^\top = \mathrm{Re}(\Phi\Phi^H)`;
+    * no host synchronisation and no numpy in the forward pass.
+
+    Subclasses implement :meth:`_draw` (the random tensors, keyed by buffer name) and :meth:`_featurize`.
+    """
+
+    is_complex: bool = False
+
+    def __init__(
+        self,
+        input_dim: int,
+        num_features: int,
+        batch_shape: torch.Size | tuple[int, ...] = torch.Size(),
+        seed: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.input_dim = check_positive_int(input_dim, "input_dim")
+        self.num_features = check_positive_int(num_features, "num_features")
+        self.batch_shape = torch.Size(batch_shape)
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise TypeError(f"seed must be an int or None, got {seed!r}.")
+        self.seed = seed
+        self._random_buffer_names: list[str] = []
+
+    # ------------------------------------------------------------------ randomness
+    def _generator(self, generator: torch.Generator | None = None) -> torch.Generator:
+        if generator is not None:
+            return generator
+        if self.seed is not None:
+            return torch.Generator().manual_seed(self.seed)
+        # Seed a private generator from the global RNG so `torch.manual_seed` controls unseeded maps.
+        return torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,)).item()))
+
+    @abstractmethod
+    def _draw(self, generator: torch.Generator) -> dict[str, Tensor]:
+        """Draw every random tensor of the map (CPU, float64 or integer), keyed by buffer name."""
+
+    def _register_draws(self, generator: torch.Generator | None = None) -> None:
+        """Create the random buffers; call once at the end of a subclass ``__init__``."""
+        dtype = torch.get_default_dtype()
+        for name, value in self._draw(self._generator(generator)).items():
+            self.register_buffer(name, value.to(dtype) if value.is_floating_point() else value)
+            self._random_buffer_names.append(name)
+
+    @torch.no_grad()
+    def resample(self, generator: torch.Generator | None = None) -> None:
+        """Redraw every random buffer in place (same shapes, device and dtype).
+
+        Without ``generator``, a seeded map redraws the same features it was built with; pass a
+        generator (or use ``seed=None``) for fresh draws.
+        """
+        for name, value in self._draw(self._generator(generator)).items():
+            getattr(self, name).copy_(value)
+
+    # ------------------------------------------------------------------ batch handling
+    def _map_random_buffers(self, fn: Callable[[Tensor], Tensor], batch_shape: torch.Size) -> FeatureMap:
+        new = copy.deepcopy(self)
+        for name in self._random_buffer_names:
+            setattr(new, name, fn(getattr(self, name)))
+        new.batch_shape = batch_shape
+        return new
+
+    def batch_index(self, index: tuple) -> FeatureMap:
+        """A copy whose random buffers are indexed on their leading batch dimensions."""
+        if len(self.batch_shape) == 0:
+            return self
+        probe = torch.empty(self.batch_shape, device="meta")[index]
+        return self._map_random_buffers(lambda t: t[index], probe.shape)
+
+    def batch_expand(self, batch_shape: torch.Size) -> FeatureMap:
+        """A copy whose random buffers are expanded (not redrawn) to ``batch_shape``."""
+        batch_shape = torch.Size(batch_shape)
+        old = len(self.batch_shape)
+        return self._map_random_buffers(lambda t: t.expand(*batch_shape, *t.shape[old:]), batch_shape)
+
+    # ------------------------------------------------------------------ features
+    def forward(self, x: Tensor) -> Tensor:
+        """Features :math:`\\Phi(x)`, shape ``(..., n, num_features)``, real or complex."""
+        check_features_input(x, self.input_dim, type(self).__name__)
+        return self._featurize(x)
+
+    @abstractmethod
+    def _featurize(self, x: Tensor) -> Tensor:
+        """Features of validated inputs."""
+
+    @property
+    def num_real_features(self) -> int:
+        """Number of columns of :meth:`real_features`."""
+        return 2 * self.num_features if self.is_complex else self.num_features
+
+    def real_features(self, x: Tensor) -> Tensor:
+        r"""Real root :math:`R` with :math:`RR^\top = \mathrm{Re}(\Phi\Phi^H)`: ``[Re Φ, Im Φ]`` for complex maps."""
+        phi = self(x)
+        if phi.is_complex():
+            return torch.cat([phi.real, phi.imag], dim=-1)
+        return phi
+
+    # ------------------------------------------------------------------ closed forms
+    def expected_kernel(self, x1: Tensor, x2: Tensor) -> Tensor:
+        """:math:`E[\\hat k(x1_i, x2_i)]` row by row (the target kernel or its truncation), shape ``(..., n)``."""
+        raise NotImplementedError(f"{type(self).__name__} has no closed-form expected kernel.")
+
+    def variance(self, x1: Tensor, x2: Tensor, part: str = "real") -> Tensor:
+        """Closed-form variance of :math:`\\hat k(x1_i, x2_i)` row by row, for the current ``num_features``.
+
+        ``part="real"`` is the variance of the real-part estimate; ``part="total"`` is
+        :math:`E|\\hat k - k|^2` (the same for real maps).
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no closed-form variance.")
+
+    @staticmethod
+    def _check_part(part: str) -> str:
+        return check_choice(part, "part", ("real", "total"))
+
+    def extra_repr(self) -> str:
+        return f"input_dim={self.input_dim}, num_features={self.num_features}, batch_shape={tuple(self.batch_shape)}"

@@ -1,0 +1,149 @@
+r"""Random Fourier features for stationary positive-definite kernels.
+
+Rahimi & Recht (2007); orthogonal random features (ORF) and structured orthogonal random features
+(SORF) from Yu et al., "Orthogonal Random Features" (NeurIPS 2016); quasi-Monte-Carlo features from
+Yang et al. (ICML 2014). DESIGN.md §3.1.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from gprf._checks import check_choice
+from gprf.features.base import FeatureMap
+from gprf.features.spectral import SPECTRA
+from gprf.features.variance import fourier_iid_variance
+from gprf.ops import fwht, haar_orthogonal, next_power_of_two, pad_to_power_of_two, sobol_uniform
+
+FOURIER_KERNELS = tuple(SPECTRA)
+FOURIER_SAMPLERS = ("iid", "orthogonal", "structured", "qmc")
+
+
+class RandomFourierFeatures(FeatureMap):
+    r"""Random Fourier features :math:`\phi(x) = m^{-1/2}[\cos(Wx), \sin(Wx)]` (``F = 2m`` features).
+
+    For a stationary kernel :math:`k(x - y) = E_{w\sim p}\cos(w^\top(x-y))` (Bochner),
+    :math:`\phi(x)^\top\phi(y) = \frac1m\sum_{i=1}^m \cos(w_i^\top(x - y))`. The frequencies
+    :math:`w_i` are the rows of :math:`W` and follow :math:`w = s\,z`, :math:`z\sim N(0, I_d)`, with the
+    kernel's radial scale :math:`s` (see :mod:`gprf.features.spectral`). Samplers:
+
+    * ``"iid"``: independent frequencies; unbiased, variance
+      :math:`\frac1m[(1 + k(2\Delta))/2 - k(\Delta)^2]` (:meth:`variance`).
+    * ``"orthogonal"`` (ORF): stacked independent :math:`d\times d` Haar-orthogonal blocks whose rows
+      are rescaled by independent draws of the norm of :math:`w` (:math:`\chi_d\cdot s`); each row is
+      exactly distributed as :math:`p`, so the estimate is unbiased, and orthogonality within a block
+      lowers the variance (Yu et al. 2016, Thm. 1).
+    * ``"structured"`` (SORF): blocks :math:`\mathrm{diag}(r)\,\tilde H D_1 \tilde H D_2 \tilde H D_3`
+      with :math:`\tilde H = H/\sqrt{d}` the normalised Hadamard matrix, :math:`D_i` Rademacher diagonals
+      and row norms :math:`r` drawn from the radial law (instead of the constant :math:`\sqrt d` of the
+      original SORF, so that Matérn kernels are supported); inputs are zero-padded to a power of two and
+      the blocks are applied with the fast Walsh–Hadamard transform in :math:`O(d\log d)`. The row
+      directions are not exactly uniform, so SORF is only asymptotically unbiased in :math:`d`.
+    * ``"qmc"``: scrambled Sobol points mapped through the inverse normal (and, for Matérn, inverse
+      :math:`\chi^2`) CDF; unbiased (every point is marginally uniform), lower variance than iid.
+
+    Args:
+        input_dim: Input dimension :math:`d` (inputs already divided by the lengthscale).
+        num_features: Number of real features ``F`` (even: ``F/2`` cosine and ``F/2`` sine features).
+        kernel: ``"rbf"``, ``"matern12"``, ``"matern32"`` or ``"matern52"``.
+        sampler: ``"iid"``, ``"orthogonal"``, ``"structured"`` or ``"qmc"``.
+        batch_shape: Independent feature draws for each batch member.
+        seed: Seed of the draws (``None``: seeded from the global RNG).
+    """
+
+    def __init__(
+        self,
+        input_dim: int,
+        num_features: int,
+        kernel: str = "rbf",
+        sampler: str = "iid",
+        batch_shape: torch.Size | tuple[int, ...] = torch.Size(),
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(input_dim, num_features, batch_shape=batch_shape, seed=seed)
+        if num_features % 2:
+            raise ValueError(
+                f"num_features must be even for random Fourier features (F/2 cosine + F/2 sine features), "
+                f"got {num_features}; use {num_features + 1}."
+            )
+        self.kernel = check_choice(kernel, "kernel", FOURIER_KERNELS)
+        self.sampler = check_choice(sampler, "sampler", FOURIER_SAMPLERS)
+        self.spectrum = SPECTRA[kernel]
+        self.num_frequencies = num_features // 2
+        block_dim = next_power_of_two(input_dim) if sampler == "structured" else input_dim
+        self.block_dim = block_dim
+        self.num_blocks = math.ceil(self.num_frequencies / block_dim)
+        self._register_draws()
+
+    # ------------------------------------------------------------------ draws
+    def _draw(self, generator: torch.Generator) -> dict[str, Tensor]:
+        batch, d, m = self.batch_shape, self.input_dim, self.num_frequencies
+        if self.sampler == "iid":
+            z = torch.randn(*batch, d, m, generator=generator, dtype=torch.float64)
+            return {"frequencies": z * self.spectrum.radial_scale((*batch, 1, m), generator)}
+        if self.sampler == "orthogonal":
+            blocks = haar_orthogonal((*batch, self.num_blocks), d, generator=generator)
+            norms = self._radial_norms((*batch, self.num_blocks, d), d, generator)
+            rows = (blocks * norms.unsqueeze(-1)).reshape(*batch, self.num_blocks * d, d)[..., :m, :]
+            return {"frequencies": rows.mT.contiguous()}
+        if self.sampler == "qmc":
+            draws = [self._qmc_frequencies(generator) for _ in range(max(1, self.batch_shape.numel()))]
+            return {"frequencies": torch.stack(draws).reshape(*batch, d, m)}
+        p = self.block_dim
+        signs = torch.randint(0, 2, (*batch, self.num_blocks, 3, p), generator=generator).to(torch.float64)
+        return {
+            "signs": 2.0 * signs - 1.0,
+            "radii": self._radial_norms((*batch, self.num_blocks, p), p, generator),
+        }
+
+    def _radial_norms(self, shape: tuple[int, ...], dim: int, generator: torch.Generator) -> Tensor:
+        """Norms of spectral draws in ``dim`` dimensions: chi_dim times the kernel's radial scale."""
+        chi = torch.randn(*shape, dim, generator=generator, dtype=torch.float64).norm(dim=-1)
+        return chi * self.spectrum.radial_scale(shape, generator)
+
+    def _qmc_frequencies(self, generator: torch.Generator) -> Tensor:
+        d = self.input_dim
+        extra = 0 if self.spectrum.nu is None else 1
+        u = sobol_uniform(self.num_frequencies, d + extra, generator=generator)
+        z = torch.special.ndtri(u[:, :d])
+        scale = self.spectrum.radial_scale_from_uniform(u[:, d]) if extra else torch.ones(u.size(0), dtype=u.dtype)
+        return (z * scale.unsqueeze(-1)).mT
+
+    # ------------------------------------------------------------------ features
+    def projections(self, x: Tensor) -> Tensor:
+        """:math:`Wx` for validated inputs, shape ``(..., n, m)``."""
+        if self.sampler != "structured":
+            return x @ self.frequencies
+        p, m = self.block_dim, self.num_frequencies
+        # (..., n, 1, p) against (*batch, 1, blocks, p): every block transforms every point.
+        h = pad_to_power_of_two(x, dim=-1).unsqueeze(-2)
+        signs = self.signs.unsqueeze(-4)
+        for k in (2, 1, 0):
+            h = fwht(h * signs[..., k, :])
+        h = h * (self.radii.unsqueeze(-3) / p**1.5)
+        return h.flatten(-2)[..., :m]
+
+    def _featurize(self, x: Tensor) -> Tensor:
+        w_x = self.projections(x)
+        return torch.cat([torch.cos(w_x), torch.sin(w_x)], dim=-1) / math.sqrt(self.num_frequencies)
+
+    # ------------------------------------------------------------------ closed forms
+    def expected_kernel(self, x1: Tensor, x2: Tensor) -> Tensor:
+        """The target kernel :math:`k(\\lVert x1_i - x2_i\\rVert)` (exact for iid, ORF and QMC)."""
+        return self.spectrum.profile((x1 - x2).norm(dim=-1))
+
+    def variance(self, x1: Tensor, x2: Tensor, part: str = "real") -> Tensor:
+        """:math:`\\frac1m[(1 + k(2\\Delta))/2 - k(\\Delta)^2]` for ``sampler="iid"`` (real map: both parts agree)."""
+        self._check_part(part)
+        if self.sampler != "iid":
+            raise NotImplementedError(
+                f"No closed-form variance for sampler={self.sampler!r} (only 'iid'); estimate it by resampling."
+            )
+        r = (x1 - x2).norm(dim=-1)
+        return fourier_iid_variance(self.spectrum.profile(r), self.spectrum.profile(2 * r), self.num_frequencies)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, kernel={self.kernel!r}, sampler={self.sampler!r}"

@@ -1,0 +1,8 @@
+"""GPyTorch kernels built on random feature maps."""
+
+from gprf.kernels.feature_kernel import FeatureKernel
+from gprf.kernels.feature_sum import FeatureSumKernel
+from gprf.kernels.random_feature_kernel import RandomFeatureKernel
+from gprf.kernels.random_fourier import RandomFourierKernel
+
+__all__ = ["FeatureKernel", "FeatureSumKernel", "RandomFeatureKernel", "RandomFourierKernel"]

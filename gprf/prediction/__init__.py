@@ -1,0 +1,6 @@
+"""Prediction strategies for random-feature GPs (never form an N x N matrix)."""
+
+from gprf.prediction.capacitance import CapacitanceFactor
+from gprf.prediction.feature_space import FeatureSpacePredictionStrategy, WeightSpacePosterior
+
+__all__ = ["CapacitanceFactor", "FeatureSpacePredictionStrategy", "WeightSpacePosterior"]
