@@ -1,0 +1,6 @@
+"""``python -m gprf compare|bench ...`` (see :mod:`gprf.cli`)."""
+
+from gprf.cli import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())

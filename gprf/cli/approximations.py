@@ -1,0 +1,116 @@
+"""Registry of the kernel approximations that ``gprf compare`` evaluates.
+
+Adding a method is one :func:`register` call with a factory that builds a
+:class:`~gprf.kernels.RandomFeatureKernel` from an :class:`ApproximationRequest`::
+
+    register(Approximation(
+        name="maclaurin",
+        summary="optimized Maclaurin features (paper 000, Alg. 2-3)",
+        factory=lambda req: MaclaurinKernel(req.num_features, req.num_dims, seed=req.seed,
+                                            data=req.train_x / req.lengthscale),
+        kernels=("rbf",),
+    ))
+
+``compare`` wraps the kernel in ``ScaleKernel`` and copies the exact GP's fitted hyperparameters into
+it (mean constant, outputscale, lengthscale, noise), so factories only need the shape, seed and, for
+data-dependent methods, the training inputs and lengthscale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpytorch.kernels import Kernel
+from torch import Tensor
+
+from gprf.cli.models import EXACT_KERNELS
+from gprf.kernels import RandomFourierKernel
+
+
+@dataclass(frozen=True)
+class ApproximationRequest:
+    """What a factory gets: the model shape, the feature seed and the (standardised) training data."""
+
+    num_features: int
+    num_dims: int
+    kernel: str  # one of EXACT_KERNELS
+    seed: int
+    train_x: Tensor  # (N, d), on the run's device and dtype
+    lengthscale: Tensor  # the exact GP's fitted lengthscale, shape (1, d) or (1, 1)
+
+
+@dataclass(frozen=True)
+class Approximation:
+    """A named approximation of the exact kernels in :data:`~gprf.cli.models.EXACT_KERNELS`.
+
+    Attributes:
+        name: The ``--methods`` name.
+        summary: One line for ``--help`` and the report.
+        factory: Builds the (unscaled) random-feature kernel; must return a kernel on ``train_x``'s
+            device and dtype or one that ``.to()`` moves there, with a ``lengthscale`` if the exact
+            kernel has one.
+        kernels: The ``--kernel`` values it approximates.
+        check_num_features: Returns an error message if it cannot use ``F`` features, else ``None``.
+    """
+
+    name: str
+    summary: str
+    factory: Callable[[ApproximationRequest], Kernel]
+    kernels: tuple[str, ...] = EXACT_KERNELS
+    check_num_features: Callable[[int], str | None] = lambda num_features: None
+
+    def build(self, request: ApproximationRequest) -> Kernel:
+        return self.factory(request).to(device=request.train_x.device, dtype=request.train_x.dtype)
+
+
+#: All registered approximations, in registration (= report) order.
+APPROXIMATIONS: dict[str, Approximation] = {}
+
+
+def register(approximation: Approximation) -> Approximation:
+    """Add ``approximation`` to :data:`APPROXIMATIONS` (names must be unique)."""
+    if approximation.name in APPROXIMATIONS:
+        raise ValueError(f"An approximation named {approximation.name!r} is already registered.")
+    if not approximation.name or "," in approximation.name:
+        raise ValueError(f"Invalid approximation name {approximation.name!r}.")
+    APPROXIMATIONS[approximation.name] = approximation
+    return approximation
+
+
+def methods_for_kernel(kernel: str) -> list[str]:
+    """Names of the registered approximations of ``kernel``."""
+    return [name for name, approx in APPROXIMATIONS.items() if kernel in approx.kernels]
+
+
+# ---------------------------------------------------------------------------------------- random Fourier
+def _even_features(num_features: int) -> str | None:
+    if num_features % 2:
+        return (
+            f"random Fourier features need an even F (F/2 cosine + F/2 sine features), got {num_features}; "
+            f"use {num_features + 1}"
+        )
+    return None
+
+
+def _fourier(sampler: str) -> Callable[[ApproximationRequest], Kernel]:
+    def factory(request: ApproximationRequest) -> Kernel:
+        return RandomFourierKernel(
+            request.num_features,
+            request.num_dims,
+            kernel=request.kernel,
+            sampler=sampler,
+            seed=request.seed,
+            ard_num_dims=request.num_dims,
+        )
+
+    return factory
+
+
+for _name, _sampler, _summary in (
+    ("rff", "iid", "random Fourier features, iid frequencies (Rahimi & Recht 2007)"),
+    ("orf", "orthogonal", "orthogonal random features (Yu et al. 2016)"),
+    ("sorf", "structured", "structured orthogonal random features, O(d log d) (Yu et al. 2016)"),
+    ("qmc", "qmc", "quasi-Monte-Carlo Fourier features, scrambled Sobol (Yang et al. 2014)"),
+):
+    register(Approximation(_name, _summary, _fourier(_sampler), check_num_features=_even_features))

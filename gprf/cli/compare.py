@@ -1,0 +1,397 @@
+"""``gprf compare``: how well does each kernel approximation reproduce the exact GP on your data?
+
+Steps: load the data (the bundled scikit-learn *diabetes* set by default, or ``--data file.csv
+--target column``); split train/test with a seed and standardise with the training statistics; fit the
+exact GP's hyperparameters (``ConstantMean``, ``ScaleKernel`` of an ARD RBF/Matérn kernel,
+``GaussianLikelihood``) by marginal likelihood on a subsample; condition the exact GP on the training
+rows; then, for every requested approximation (:mod:`gprf.cli.approximations`) and feature draw, build
+the random-feature GP with the *same* hyperparameters, condition it and predict the test set.
+
+Reported per method (mean over ``--repeats`` feature draws): the relative Frobenius error of the
+training kernel matrix, the KL divergence KL(approx || exact) between the noisy predictive marginals
+(mean per test point), test RMSE, NMSE and MNLL on the standardised target, and fit/predict times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+from dataclasses import dataclass, field
+
+import torch
+
+from gprf.cli.approximations import APPROXIMATIONS, ApproximationRequest, methods_for_kernel
+from gprf.cli.data import BUILTIN_DATASETS, DEFAULT_DATASET, Split, load_dataset, split_dataset
+from gprf.cli.models import (
+    EXACT_KERNELS,
+    Hyperparameters,
+    RegressionGP,
+    exact_kernel,
+    fit_hyperparameters,
+    get_hyperparameters,
+    initialize_hyperparameters,
+    predict,
+    set_hyperparameters,
+)
+from gprf.cli.options import (
+    DTYPES,
+    CLIError,
+    add_device_arguments,
+    apply_threads,
+    fraction,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    resolve_device,
+)
+from gprf.cli.report import Progress, format_number, format_seconds, format_table, write_json
+from gprf.cli.timing import timed
+from gprf.metrics import gaussian_kl, mnll, nmse, relative_frobenius_error
+
+METRICS = ("frobenius", "kl", "rmse", "nmse", "mnll", "fit_s", "predict_s")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    methods_help = "; ".join(f"{name}: {approx.summary}" for name, approx in APPROXIMATIONS.items())
+    parser = subparsers.add_parser(
+        "compare",
+        help="compare kernel approximations against the exact GP on a dataset",
+        description=__doc__.split("\n\n")[0].strip().removeprefix("``gprf compare``: "),
+        epilog=f"Methods -- {methods_help}.",
+    )
+    data = parser.add_argument_group("data")
+    data.add_argument(
+        "--data",
+        metavar="FILE.csv|NAME",
+        help=f"CSV file with a header row, or a built-in dataset ({', '.join(sorted(BUILTIN_DATASETS))}; "
+        f"default: {DEFAULT_DATASET})",
+    )
+    data.add_argument("--target", metavar="COLUMN", help="target column of --data FILE.csv (required with a CSV)")
+    data.add_argument("--test-fraction", type=fraction, default=0.2, help="test share of the rows (default: 0.2)")
+    data.add_argument(
+        "--max-train", type=positive_int, default=5000,
+        help="at most this many training rows (the exact GP is O(N^3); default: 5000)",
+    )
+    model = parser.add_argument_group("model")
+    model.add_argument("--kernel", choices=EXACT_KERNELS, default="rbf", help="exact kernel (default: rbf)")
+    model.add_argument(
+        "--subsample", type=positive_int, default=1000,
+        help="training rows used to fit the hyperparameters (default: 1000)",
+    )
+    model.add_argument("--optimizer", choices=("adam", "lbfgs"), default="adam", help="default: adam")
+    model.add_argument(
+        "--fit-iters", type=positive_int, default=100,
+        help="Adam steps, or L-BFGS function evaluations (default: 100)",
+    )
+    model.add_argument("--lr", type=positive_float, default=0.1, help="Adam learning rate (default: 0.1)")
+    approx = parser.add_argument_group("approximations")
+    approx.add_argument(
+        "--methods",
+        help=f"comma-separated methods (default: all that approximate --kernel: {', '.join(APPROXIMATIONS)})",
+    )
+    approx.add_argument("--features", type=positive_int, default=256, metavar="F", help="features per method (default: 256)")
+    approx.add_argument(
+        "--repeats", type=positive_int, default=1, help="feature draws per method, averaged (default: 1)"
+    )
+    approx.add_argument(
+        "--kernel-points", type=positive_int, default=1000,
+        help="training points on which the kernel-matrix error is measured (default: 1000)",
+    )
+    out = parser.add_argument_group("run and output")
+    out.add_argument("--seed", type=non_negative_int, default=0, help="seed of the split and feature draws (default: 0)")
+    add_device_arguments(out)
+    out.add_argument("--plot", metavar="OUT.png", help="bar chart of KL and relative Frobenius error per method")
+    out.add_argument("--json", metavar="OUT.json", help="write the results as JSON")
+    out.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.set_defaults(run=run)
+    return parser
+
+
+def parse_methods(text: str | None, kernel: str, num_features: int) -> list[str]:
+    """The ``--methods`` list, validated against the registry, ``--kernel`` and ``--features``."""
+    if text is None:
+        names = methods_for_kernel(kernel)
+        if not names:
+            raise CLIError(f"argument --methods: no registered method approximates --kernel {kernel}")
+    else:
+        names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+        if not names:
+            raise CLIError(f"argument --methods: empty list; valid methods: {', '.join(APPROXIMATIONS)}")
+        unknown = [name for name in names if name not in APPROXIMATIONS]
+        if unknown:
+            raise CLIError(
+                f"argument --methods: unknown method(s) {', '.join(map(repr, unknown))}; "
+                f"valid methods: {', '.join(APPROXIMATIONS)}"
+            )
+        unsupported = [name for name in names if kernel not in APPROXIMATIONS[name].kernels]
+        if unsupported:
+            raise CLIError(
+                f"argument --methods: {', '.join(map(repr, unsupported))} cannot approximate --kernel {kernel}; "
+                f"methods for {kernel}: {', '.join(methods_for_kernel(kernel)) or 'none'}"
+            )
+    for name in names:
+        problem = APPROXIMATIONS[name].check_num_features(num_features)
+        if problem:
+            raise CLIError(f"argument --features: {name}: {problem}")
+    return names
+
+
+@dataclass
+class MethodResult:
+    """Per-draw metrics of one method (lists over repeats)."""
+
+    name: str
+    num_features: int | None = None
+    draws: dict[str, list[float]] = field(default_factory=lambda: {key: [] for key in METRICS})
+
+    def mean(self, key: str) -> float | None:
+        values = self.draws[key]
+        return statistics.fmean(values) if values else None
+
+    def std(self, key: str) -> float | None:
+        values = self.draws[key]
+        return statistics.stdev(values) if len(values) > 1 else None
+
+    def to_dict(self) -> dict:
+        return {
+            "method": self.name,
+            "num_features": self.num_features,
+            "mean": {key: self.mean(key) for key in METRICS},
+            "std": {key: self.std(key) for key in METRICS},
+            "draws": self.draws,
+        }
+
+
+def _condition_and_predict(model: RegressionGP, test_x: torch.Tensor, device: torch.device):
+    """Times of conditioning (first prediction at one point builds the caches) and of predicting the test set."""
+
+    def condition() -> None:
+        predict(model, test_x[:1])
+
+    _, condition_s = timed(condition, device)
+    (mean, var), predict_s = timed(lambda: predict(model, test_x), device)
+    return mean, var, condition_s, predict_s
+
+
+def _score(result: MethodResult, mean, var, split: Split, exact_mean, exact_var) -> None:
+    draws = result.draws
+    if exact_mean is not None:
+        draws["kl"].append(gaussian_kl(mean, var, exact_mean, exact_var).item())
+    draws["rmse"].append((mean - split.test_y).square().mean().sqrt().item())
+    draws["nmse"].append(nmse(mean, split.test_y).item())
+    draws["mnll"].append(mnll(mean, var, split.test_y).item())
+
+
+def run_compare(args: argparse.Namespace, log: Progress) -> dict:
+    """Run the comparison described by parsed ``args``; returns the report as a JSON-ready dict."""
+    device = resolve_device(args.device)
+    dtype = DTYPES[args.dtype]
+    apply_threads(args.threads)
+    methods = parse_methods(args.methods, args.kernel, args.features)
+
+    data = load_dataset(args.data, args.target)
+    log(f"loaded {data.name}: {data.num_rows} rows, {data.num_inputs} inputs, target {data.target_name!r}")
+    for note in data.notes:
+        log(f"note: {note}")
+    split = split_dataset(data, args.test_fraction, args.seed, args.max_train, device, dtype)
+    num_train, num_dims = split.train_x.shape
+    num_test = split.test_x.size(0)
+    log(f"split: {num_train} train / {num_test} test rows (seed {args.seed}), standardised")
+
+    # ---- exact GP: hyperparameters on a subsample, then conditioned on every training row
+    num_fit = min(args.subsample, num_train)
+    fit_model = RegressionGP(split.train_x[:num_fit], split.train_y[:num_fit], exact_kernel(args.kernel, num_dims))
+    initialize_hyperparameters(fit_model, lengthscale=math.sqrt(num_dims))
+    log(f"fitting exact GP hyperparameters on {num_fit} rows ({args.fit_iters} {args.optimizer} iterations)")
+    report_every = max(1, args.fit_iters // 4)
+
+    def on_step(step: int, loss: float) -> None:
+        if (step + 1) % report_every == 0 or step + 1 == args.fit_iters:
+            log(f"  step {step + 1}/{args.fit_iters}: -MLL/N = {loss:.4f}")
+
+    final_loss, fit_hyper_s = timed(
+        lambda: fit_hyperparameters(fit_model, args.fit_iters, args.lr, args.optimizer, on_step), device
+    )
+    hyper: Hyperparameters = get_hyperparameters(fit_model)
+    if not all(torch.isfinite(t).all() for t in (hyper.outputscale, hyper.noise, hyper.mean_constant)):
+        raise CLIError("the hyperparameter fit diverged (non-finite values); try --optimizer adam or a smaller --lr")
+    log(f"  done in {fit_hyper_s:.2f} s, -MLL/N = {final_loss:.4f}: {hyper.describe()}")
+
+    kernel_x = split.train_x[: min(args.kernel_points, num_train)]
+    exact = MethodResult("exact")
+    try:
+        exact_model = RegressionGP(split.train_x, split.train_y, exact_kernel(args.kernel, num_dims))
+        set_hyperparameters(exact_model, hyper)
+        log(f"conditioning the exact GP on {num_train} rows and predicting {num_test} test points")
+        exact_mean, exact_var, fit_s, predict_s = _condition_and_predict(exact_model, split.test_x, device)
+        with torch.no_grad():
+            exact_kernel_matrix = exact_model.covar_module(kernel_x).to_dense()
+    except torch.cuda.OutOfMemoryError:
+        raise CLIError(f"the exact GP on {num_train} rows does not fit in GPU memory; lower --max-train") from None
+    _score(exact, exact_mean, exact_var, split, None, None)
+    exact.draws["fit_s"].append(fit_s)
+    exact.draws["predict_s"].append(predict_s)
+
+    # ---- approximations
+    feature_seeds = torch.randint(2**31 - 1, (args.repeats,), generator=torch.Generator().manual_seed(args.seed))
+    results = []
+    for index, name in enumerate(methods, start=1):
+        approximation = APPROXIMATIONS[name]
+        result = MethodResult(name)
+        for repeat, feature_seed in enumerate(feature_seeds.tolist()):
+            request = ApproximationRequest(
+                num_features=args.features,
+                num_dims=num_dims,
+                kernel=args.kernel,
+                seed=feature_seed,
+                train_x=split.train_x,
+                lengthscale=hyper.lengthscale,
+            )
+
+            def build() -> RegressionGP:
+                model = RegressionGP(split.train_x, split.train_y, approximation.build(request))
+                set_hyperparameters(model, hyper)
+                return model
+
+            model, build_s = timed(build, device)
+            mean, var, condition_s, predict_s = _condition_and_predict(model, split.test_x, device)
+            with torch.no_grad():
+                approx_kernel_matrix = model.covar_module(kernel_x)
+                result.draws["frobenius"].append(relative_frobenius_error(approx_kernel_matrix, exact_kernel_matrix).item())
+            _score(result, mean, var, split, exact_mean, exact_var)
+            result.draws["fit_s"].append(build_s + condition_s)
+            result.draws["predict_s"].append(predict_s)
+            result.num_features = model.covar_module.base_kernel.num_features
+            log(
+                f"{name} ({index}/{len(methods)}) draw {repeat + 1}/{args.repeats}: "
+                f"rel.Frob {result.draws['frobenius'][-1]:.4g}, KL {result.draws['kl'][-1]:.4g}"
+            )
+        results.append(result)
+
+    return {
+        "command": "compare",
+        "dataset": {
+            "name": data.name,
+            "rows": data.num_rows,
+            "inputs": list(data.input_names),
+            "target": data.target_name,
+            "notes": list(data.notes),
+            "num_train": num_train,
+            "num_test": num_test,
+            "target_std": split.y_std,
+        },
+        "config": {
+            "kernel": args.kernel,
+            "features": args.features,
+            "methods": methods,
+            "repeats": args.repeats,
+            "seed": args.seed,
+            "device": str(device),
+            "dtype": args.dtype,
+            "kernel_points": kernel_x.size(0),
+        },
+        "hyperparameters": {
+            "fit_rows": num_fit,
+            "optimizer": args.optimizer,
+            "iterations": args.fit_iters,
+            "fit_seconds": fit_hyper_s,
+            "final_loss": final_loss,
+            "mean_constant": hyper.mean_constant.item(),
+            "outputscale": hyper.outputscale.item(),
+            "lengthscale": hyper.lengthscale.flatten().tolist() if hyper.lengthscale is not None else None,
+            "noise": hyper.noise.flatten()[0].item(),
+        },
+        "results": [exact.to_dict()] + [result.to_dict() for result in results],
+        "_objects": [exact] + results,
+    }
+
+
+def render_report(report: dict) -> str:
+    """The plain-text report: a header, the table, and what each column means."""
+    ds, cfg, hp = report["dataset"], report["config"], report["hyperparameters"]
+    repeats = cfg["repeats"]
+    with_std = repeats > 1
+
+    def cell(result: MethodResult, key: str, seconds: bool = False) -> str:
+        mean = result.mean(key)
+        text = format_seconds(mean) if seconds else format_number(mean)
+        std = result.std(key)
+        if with_std and std is not None and key in ("frobenius", "kl"):
+            text += f" +- {format_number(std, 2)}"
+        return text
+
+    headers = ["method", "F", "rel.Frob", "KL/point", "RMSE", "NMSE", "MNLL", "fit s", "predict s"]
+    rows = []
+    for result in report["_objects"]:
+        rows.append(
+            [
+                result.name,
+                str(result.num_features) if result.num_features is not None else "-",
+                cell(result, "frobenius"),
+                cell(result, "kl"),
+                cell(result, "rmse"),
+                cell(result, "nmse"),
+                cell(result, "mnll"),
+                cell(result, "fit_s", seconds=True),
+                cell(result, "predict_s", seconds=True),
+            ]
+        )
+    header = [
+        f"gprf compare: {ds['name']}, {ds['rows']} rows x {len(ds['inputs'])} inputs, target {ds['target']!r}",
+        f"split: {ds['num_train']} train / {ds['num_test']} test rows (seed {cfg['seed']}); inputs and target "
+        "standardised with training statistics",
+        f"exact GP: ScaleKernel({cfg['kernel']}, ARD) + ConstantMean + GaussianLikelihood; hyperparameters fitted "
+        f"on {hp['fit_rows']} rows ({hp['iterations']} {hp['optimizer']} iterations, {hp['fit_seconds']:.2f} s, "
+        f"-MLL/N {hp['final_loss']:.4f}); every method reuses them",
+        f"features F = {cfg['features']}, {repeats} draw(s) per method"
+        + (" (mean +- std over draws)" if with_std else "")
+        + f", {cfg['dtype']} on {cfg['device']}",
+        "",
+    ]
+    footer = [
+        "",
+        f"rel.Frob : ||K_approx - K||_F / ||K||_F on {cfg['kernel_points']} training points (outputscale included, no noise)",
+        f"KL/point : KL(approx || exact) of the noisy predictive marginals, mean over the {ds['num_test']} test points",
+        f"RMSE, NMSE, MNLL: noisy predictive on the standardised test target (target std {ds['target_std']:.4g})",
+        "fit s    : draw features + condition on the training rows (exact: Cholesky); "
+        "predict s: predictive mean + variance of the test points",
+    ]
+    return "\n".join(header + [format_table(headers, rows)] + footer)
+
+
+def plot_report(report: dict, path: str) -> None:
+    """Bar charts of the mean KL per test point and of the relative Frobenius error per method."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    results = [r for r in report["_objects"] if r.name != "exact"]
+    names = [r.name for r in results]
+    figure = Figure(figsize=(max(6.0, 1.4 * len(names) + 2.0), 3.6), layout="constrained")
+    canvas = FigureCanvasAgg(figure)
+    for axis, key, label in zip(
+        figure.subplots(1, 2),
+        ("kl", "frobenius"),
+        ("KL(approx || exact) per test point", "relative Frobenius error of K"),
+    ):
+        means = [r.mean(key) for r in results]
+        stds = [r.std(key) or 0.0 for r in results]
+        axis.bar(names, means, yerr=stds if report["config"]["repeats"] > 1 else None, capsize=4, color="tab:blue")
+        axis.set_title(label, fontsize=10)
+        axis.set_yscale("log" if all(m and m > 0 for m in means) else "linear")
+    cfg = report["config"]
+    figure.suptitle(f"{report['dataset']['name']}: {cfg['kernel']} kernel, F = {cfg['features']}", fontsize=10)
+    canvas.print_figure(path, dpi=120)
+
+
+def run(args: argparse.Namespace) -> int:
+    log = Progress("compare", enabled=not args.quiet)
+    report = run_compare(args, log)
+    print(render_report(report))
+    if args.plot:
+        plot_report(report, args.plot)
+        log(f"wrote {args.plot}")
+    if args.json:
+        write_json(args.json, {k: v for k, v in report.items() if not k.startswith("_")})
+        log(f"wrote {args.json}")
+    return 0

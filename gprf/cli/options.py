@@ -1,0 +1,90 @@
+"""Argument types and validation shared by the ``gprf`` subcommands."""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+class CLIError(ValueError):
+    """Bad user input found after parsing (e.g. a missing CSV column); reported as an argparse error."""
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite float > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """argparse type: a float strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number strictly between 0 and 1, got {text!r}")
+    return value
+
+
+def add_device_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--device``, ``--dtype`` and ``--threads``, common to every subcommand."""
+    parser.add_argument("--device", default="cpu", help="torch device: cpu, cuda or cuda:N (default: cpu)")
+    parser.add_argument("--dtype", default="float64", choices=sorted(DTYPES), help="model dtype (default: float64)")
+    parser.add_argument(
+        "--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's choice)"
+    )
+
+
+def resolve_device(name: str) -> torch.device:
+    """A usable ``torch.device`` or a :class:`CLIError` saying why not."""
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise CLIError(f"argument --device: unknown device {name!r}; use cpu, cuda or cuda:N") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise CLIError("argument --device: CUDA is not available on this machine; use --device cpu")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise CLIError(
+                f"argument --device: {name} does not exist ({torch.cuda.device_count()} CUDA device(s) visible)"
+            )
+    elif device.type != "cpu":
+        raise CLIError(f"argument --device: unsupported device {name!r}; use cpu, cuda or cuda:N")
+    return device
+
+
+def apply_threads(threads: int | None) -> None:
+    """Set torch's intra-op thread count when asked."""
+    if threads is not None:
+        torch.set_num_threads(threads)

@@ -1,0 +1,237 @@
+"""FeatureSpacePredictionStrategy: exactness against the weight-space posterior, settings, fantasies."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import gpytorch
+import pytest
+import torch
+from gpytorch.kernels import RBFKernel
+from linear_operator.operators import DenseLinearOperator, LowRankRootAddedDiagLinearOperator, ZeroLinearOperator
+
+from gprf.exceptions import DispatchFallbackWarning
+from gprf.kernels import RandomFourierKernel
+from gprf.prediction import CapacitanceFactor, FeatureSpacePredictionStrategy
+from tests.prediction.conftest import ExactModel, make_data, make_model, weight_space_prediction
+
+
+def test_dispatch_with_and_without_scale_kernel(data64):
+    x, y = data64
+    test_x = x[:5] + 0.05
+    for covar_module in (RandomFourierKernel(64, num_dims=3, seed=0), gpytorch.kernels.ScaleKernel(RandomFourierKernel(64, num_dims=3, seed=0))):
+        model = ExactModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), covar_module).double().eval()
+        model(test_x)
+        assert type(model.prediction_strategy) is FeatureSpacePredictionStrategy
+
+
+def test_matches_weight_space_posterior(data64):
+    x, y = data64
+    model = make_model(x, y).eval()
+    test_x = torch.rand(120, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    posterior = model(test_x)
+    mean, covar = weight_space_prediction(model, x, y, test_x, model.likelihood.noise.expand(80))
+    torch.testing.assert_close(posterior.mean, mean, rtol=0, atol=1e-8)
+    torch.testing.assert_close(posterior.covariance_matrix, covar, rtol=0, atol=1e-8)
+    # M > F: a low-rank root; M <= F: a dense full-rank matrix (BoTorch samples with M base samples).
+    assert posterior.lazy_covariance_matrix.root_decomposition().root.shape[-1] == 64
+    assert isinstance(model(test_x[:10]).lazy_covariance_matrix, DenseLinearOperator)
+    # The noisy predictive adds the likelihood noise and stays low rank plus diagonal.
+    noisy = model.likelihood(posterior)
+    torch.testing.assert_close(noisy.variance, covar.diagonal() + model.likelihood.noise, rtol=0, atol=1e-8)
+
+
+def test_heteroscedastic_noise(data64):
+    x, y = data64
+    noise = 0.01 + 0.2 * torch.rand(80, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    likelihood = gpytorch.likelihoods.FixedNoiseGaussianLikelihood(noise=noise)
+    model = make_model(x, y, likelihood=likelihood).eval()
+    test_x = x[:20] + 0.01
+    posterior = model(test_x)
+    mean, covar = weight_space_prediction(model, x, y, test_x, noise)
+    torch.testing.assert_close(posterior.mean, mean, rtol=0, atol=1e-8)
+    torch.testing.assert_close(posterior.covariance_matrix, covar, rtol=0, atol=1e-8)
+
+
+def test_batched_models(data64):
+    x, y = make_data(batch_shape=(2,))
+    model = make_model(x, y, batch_shape=torch.Size([2])).eval()
+    model.likelihood.noise = torch.tensor([[0.02], [0.1]], dtype=torch.float64)
+    test_x = torch.rand(2, 15, 3, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    posterior = model(test_x)
+    assert posterior.mean.shape == (2, 15)
+    for b in range(2):
+        sub = make_model(x[b], y[b], seed=0)
+        sub.covar_module.base_kernel = model.covar_module.base_kernel[b]
+        sub.covar_module.outputscale = model.covar_module.outputscale[b]
+        mean, covar = weight_space_prediction(sub, x[b], y[b], test_x[b], model.likelihood.noise[b].expand(80))
+        torch.testing.assert_close(posterior.mean[b], mean, rtol=0, atol=1e-8)
+        torch.testing.assert_close(posterior.covariance_matrix[b], covar, rtol=0, atol=1e-8)
+
+
+def test_skip_posterior_variances(data64):
+    x, y = data64
+    model = make_model(x, y).eval()
+    test_x = x[:7] + 0.02
+    full = model(test_x)
+    with gpytorch.settings.skip_posterior_variances():
+        skipped = model(test_x)
+    assert isinstance(skipped.lazy_covariance_matrix, ZeroLinearOperator)
+    torch.testing.assert_close(skipped.mean, full.mean)
+
+
+def test_detach_test_caches_controls_hyperparameter_gradients(data64):
+    x, y = data64
+    model = make_model(x, y).eval()
+    test_x = x[:6] + 0.03
+    with gpytorch.settings.detach_test_caches(False):
+        model(test_x).mean.sum().backward()
+    grad = model.covar_module.raw_outputscale.grad.clone()
+    model.zero_grad()
+    mean, _ = weight_space_prediction(model, x, y, test_x, model.likelihood.noise.expand(80))
+    mean.sum().backward()
+    torch.testing.assert_close(grad, model.covar_module.raw_outputscale.grad, rtol=1e-6, atol=1e-10)
+
+    model.zero_grad()
+    model.prediction_strategy = None
+    model(test_x)  # builds detached caches (the default)
+    assert model.prediction_strategy.weight_space_posterior.mean.grad_fn is None
+
+
+def test_gradients_reach_test_inputs(data64):
+    x, y = data64
+    model = make_model(x, y).eval()
+    test_x = (x[:4] + 0.1).requires_grad_(True)
+    posterior = model(test_x)
+    (posterior.mean.sum() + posterior.variance.sum()).backward()
+    assert torch.isfinite(test_x.grad).all() and test_x.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("noise", ["homoscedastic", "fixed"])
+def test_fantasy_model_equals_refit(noise, data64):
+    x, y = data64
+    new_x = torch.rand(6, 3, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    new_y = torch.randn(6, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    if noise == "fixed":
+        train_noise = torch.full((80,), 0.03, dtype=torch.float64)
+        likelihood = gpytorch.likelihoods.FixedNoiseGaussianLikelihood(noise=train_noise)
+        fantasy_kwargs = {"noise": torch.full((6,), 0.2, dtype=torch.float64)}
+        all_noise = torch.cat([train_noise, fantasy_kwargs["noise"]])
+    else:
+        likelihood, fantasy_kwargs = None, {}
+    model = make_model(x, y, likelihood=likelihood).eval()
+    test_x = torch.rand(25, 3, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+    model(test_x)
+    fantasy = model.get_fantasy_model(new_x, new_y, **fantasy_kwargs)
+    assert isinstance(fantasy.prediction_strategy, FeatureSpacePredictionStrategy)
+    all_x, all_y = torch.cat([x, new_x]), torch.cat([y, new_y])
+    if noise != "fixed":
+        all_noise = model.likelihood.noise.expand(86)
+    mean, covar = weight_space_prediction(model, all_x, all_y, test_x, all_noise)
+    posterior = fantasy(test_x)
+    torch.testing.assert_close(posterior.mean, mean, rtol=0, atol=1e-8)
+    torch.testing.assert_close(posterior.covariance_matrix, covar, rtol=0, atol=1e-8)
+
+
+def test_batched_fantasies_at_shared_inputs(data64):
+    x, y = data64
+    model = make_model(x, y).eval()
+    test_x = torch.rand(9, 3, generator=torch.Generator().manual_seed(10), dtype=torch.float64)
+    model(test_x)
+    new_x = torch.rand(4, 3, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
+    new_y = torch.randn(5, 4, generator=torch.Generator().manual_seed(12), dtype=torch.float64)
+    fantasy = model.get_fantasy_model(new_x, new_y)
+    posterior = fantasy(test_x)
+    assert posterior.mean.shape == (5, 9)
+    for f in range(5):
+        mean, covar = weight_space_prediction(model, torch.cat([x, new_x]), torch.cat([y, new_y[f]]), test_x, model.likelihood.noise.expand(84))
+        torch.testing.assert_close(posterior.mean[f], mean, rtol=0, atol=1e-8)
+        torch.testing.assert_close(posterior.covariance_matrix[f], covar, rtol=0, atol=1e-8)
+    # Fantasies of fantasies keep updating the factor.
+    fantasy2 = fantasy.get_fantasy_model(new_x[:1] + 0.1, new_y[:, :1])
+    assert fantasy2(test_x).mean.shape == (5, 9)
+
+
+def test_fantasy_does_not_refactor_training_data(data64):
+    x, y = data64
+    model = make_model(x, y).eval()
+    test_x = x[:3] + 0.2
+    model(test_x)
+    refactor = AssertionError("the N x F training statistics were factored again")
+    with mock.patch.object(CapacitanceFactor, "from_gram", side_effect=refactor):
+        fantasy = model.get_fantasy_model(x[:2] + 0.3, y[:2])
+        fantasy(test_x)
+
+
+def test_fallback_is_loud(data64):
+    x, y = data64
+    model = make_model(x, y).eval()
+    model(x[:2] + 0.1)
+    exact_prior = model.forward(x)
+    dense_prior = gpytorch.distributions.MultivariateNormal(exact_prior.mean, DenseLinearOperator(exact_prior.covariance_matrix))
+    strategy = FeatureSpacePredictionStrategy([x], dense_prior, y, model.likelihood)
+    test_x = x[:4] + 0.05
+    joint = model.forward(torch.cat([x, test_x]))
+    with pytest.warns(DispatchFallbackWarning, match="falling back"):
+        mean, covar = strategy.exact_prediction(
+            joint.mean[80:], DenseLinearOperator(joint.covariance_matrix[80:, 80:]), DenseLinearOperator(joint.covariance_matrix[80:, :80])
+        )
+    reference = model(test_x)
+    torch.testing.assert_close(mean, reference.mean, rtol=1e-6, atol=1e-8)
+
+
+def test_marginal_likelihood_uses_woodbury_path(data64):
+    x, y = data64
+    model = make_model(x, y).train()
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
+    original = LowRankRootAddedDiagLinearOperator.inv_quad_logdet
+    with mock.patch.object(LowRankRootAddedDiagLinearOperator, "inv_quad_logdet", autospec=True, side_effect=original) as spy:
+        with mock.patch.object(DenseLinearOperator, "inv_quad_logdet", side_effect=AssertionError("dense N x N path")):
+            loss = -mll(model(x), y)
+    assert spy.call_count == 1
+    # Same value as the dense Gaussian log density.
+    covar = model.covar_module(x).to_dense() + model.likelihood.noise * torch.eye(80, dtype=torch.float64)
+    dense = torch.distributions.MultivariateNormal(model.mean_module(x), covar).log_prob(y) / 80
+    torch.testing.assert_close(-loss, dense, rtol=1e-10, atol=1e-10)
+
+
+def test_training_improves_fit_and_predicts(data64):
+    x, y = make_data(n=200)
+    model = make_model(x, y, num_features=128).train()
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    losses = []
+    for _ in range(60):
+        optimizer.zero_grad()
+        loss = -mll(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] - 0.5
+    model.eval()
+    test_x, test_y = make_data(n=100, seed=5)
+    rmse = (model(test_x).mean - test_y).square().mean().sqrt()
+    assert rmse < 0.25 * test_y.std()
+
+
+def test_float32_at_small_noise():
+    x, y = make_data(n=400)
+    test_x, _ = make_data(n=50, seed=3)
+    predictions = {}
+    for dtype in (torch.float64, torch.float32):
+        likelihood = gpytorch.likelihoods.GaussianLikelihood(noise_constraint=gpytorch.constraints.GreaterThan(1e-6))
+        model = make_model(x.to(dtype), y.to(dtype), likelihood=likelihood, num_features=256).to(dtype)
+        likelihood.noise = 1e-4
+        mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
+        loss = -mll(model(x.to(dtype)), y.to(dtype))
+        loss.backward()
+        assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+        model.eval()
+        posterior = model(test_x.to(dtype))
+        predictions[dtype] = (posterior.mean.double(), posterior.variance.double(), loss.double())
+    mean64, var64, loss64 = predictions[torch.float64]
+    mean32, var32, loss32 = predictions[torch.float32]
+    assert mean32.dtype == torch.float64  # (converted above) the float32 model returned float32
+    torch.testing.assert_close(mean32, mean64, rtol=0, atol=2e-3 * mean64.abs().max().item())
+    assert (var32 >= 0).all()
+    torch.testing.assert_close(var32, var64, rtol=0, atol=1e-3 * model.covar_module.outputscale.item())
