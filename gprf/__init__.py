@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"
 
-from gprf import features, kernels, metrics, ops, prediction, settings  # noqa: E402
+from gprf import features, kernels, metrics, operators, ops, prediction, settings  # noqa: E402
 from gprf.exceptions import DispatchFallbackWarning, LowRankStructureWarning  # noqa: E402
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "features",
     "kernels",
     "metrics",
+    "operators",
     "ops",
     "prediction",
     "settings",

@@ -49,6 +49,8 @@ class FeatureMap(torch.nn.Module, ABC):
             raise TypeError(f"seed must be an int or None, got {seed!r}.")
         self.seed = seed
         self._random_buffer_names: list[str] = []
+        # Bumped whenever the draws change, so caches built on old features can notice (no host sync).
+        self.draw_version = 0
 
     # ------------------------------------------------------------------ randomness
     def _generator(self, generator: torch.Generator | None = None) -> torch.Generator:
@@ -79,6 +81,11 @@ class FeatureMap(torch.nn.Module, ABC):
         """
         for name, value in self._draw(self._generator(generator)).items():
             getattr(self, name).copy_(value)
+        self.draw_version += 1
+
+    def _load_from_state_dict(self, *args, **kwargs) -> None:
+        super()._load_from_state_dict(*args, **kwargs)
+        self.draw_version += 1
 
     # ------------------------------------------------------------------ batch handling
     def _map_random_buffers(self, fn: Callable[[Tensor], Tensor], batch_shape: torch.Size) -> FeatureMap:

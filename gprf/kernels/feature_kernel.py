@@ -7,10 +7,11 @@ from abc import abstractmethod
 
 import torch
 from gpytorch.kernels import Kernel
-from linear_operator.operators import LowRankRootLinearOperator, MatmulLinearOperator
+from linear_operator.operators import MatmulLinearOperator
 from torch import Tensor
 
 from gprf.exceptions import LowRankStructureWarning
+from gprf.operators import FeatureRootLinearOperator
 from gprf.prediction import FeatureSpacePredictionStrategy
 
 
@@ -33,8 +34,9 @@ class FeatureKernel(Kernel):
     r"""A GPyTorch kernel :math:`k(x, y) = r(x)^\top r(y)` given by a real feature root :math:`r`.
 
     Subclasses implement :meth:`features`. Evaluations never form an :math:`N\times N` matrix:
-    ``kernel(X)`` is a ``LowRankRootLinearOperator`` (so the marginal likelihood goes through the
-    Woodbury identity and the matrix determinant lemma at :math:`O(NF^2)`), ``kernel(X1, X2)`` a
+    ``kernel(X)`` is a :class:`~gprf.operators.FeatureRootLinearOperator` (a ``LowRankRootLinearOperator``
+    whose sum with the likelihood noise evaluates the marginal likelihood through the Woodbury identity and
+    the matrix determinant lemma at :math:`O(NF^2)`, factored in float64), ``kernel(X1, X2)`` a
     ``MatmulLinearOperator``, and prediction uses
     :class:`~gprf.prediction.FeatureSpacePredictionStrategy`.
 
@@ -49,7 +51,7 @@ class FeatureKernel(Kernel):
 
     def forward(
         self, x1: Tensor, x2: Tensor, diag: bool = False, last_dim_is_batch: bool = False, **params
-    ) -> Tensor | LowRankRootLinearOperator | MatmulLinearOperator:
+    ) -> Tensor | FeatureRootLinearOperator | MatmulLinearOperator:
         if last_dim_is_batch:
             raise NotImplementedError(
                 f"{type(self).__name__} does not support last_dim_is_batch (deprecated in GPyTorch); "
@@ -60,7 +62,7 @@ class FeatureKernel(Kernel):
         if diag:
             return (r1 * r2).sum(-1)
         if r2 is r1:
-            return LowRankRootLinearOperator(r1)
+            return FeatureRootLinearOperator(r1)
         return MatmulLinearOperator(r1, r2.mT)
 
     def prediction_strategy(self, train_inputs, train_prior_dist, train_labels, likelihood):

@@ -69,7 +69,3 @@ class CapacitanceFactor:
         eye = torch.eye(r.size(-2), dtype=r.dtype, device=r.device)
         t = torch.linalg.cholesky(eye + r @ r.mT)
         return CapacitanceFactor(self.cholesky, (*self.updates, (q, t)))
-
-    def map(self, fn) -> CapacitanceFactor:
-        """Apply ``fn`` (e.g. ``Tensor.detach``) to every stored tensor."""
-        return CapacitanceFactor(fn(self.cholesky), tuple((fn(q), fn(t)) for q, t in self.updates))

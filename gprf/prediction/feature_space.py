@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import torch
 from gpytorch import settings
 from gpytorch.distributions import MultitaskMultivariateNormal
+from gpytorch.kernels import Kernel
+from gpytorch.lazy import LazyEvaluatedKernelTensor
 from gpytorch.models.exact_prediction_strategies import DefaultPredictionStrategy
 from gpytorch.utils.memoize import add_to_cache, cached, clear_cache_hook
 from linear_operator.operators import (
@@ -34,6 +36,7 @@ from linear_operator.operators import (
 from torch import Tensor
 
 from gprf.exceptions import DispatchFallbackWarning
+from gprf.features import FeatureMap
 from gprf.prediction.capacitance import CapacitanceFactor
 from gprf.prediction.roots import noise_diagonal, symmetric_root
 
@@ -47,9 +50,20 @@ class WeightSpacePosterior:
     factor: CapacitanceFactor
     rhs: Tensor  # b, shape (..., F)
     mean: Tensor  # C^{-1} b, shape (..., F)
+    feature_versions: tuple[int, ...] = ()  # draw versions of the kernel's feature maps when it was built
 
-    def map(self, fn) -> WeightSpacePosterior:
-        return WeightSpacePosterior(self.factor.map(fn), fn(self.rhs), fn(self.mean))
+
+def _kernel_of(covar: object) -> Kernel | None:
+    """The kernel behind a (batch-repeated) lazily evaluated kernel covariance."""
+    while isinstance(covar, BatchRepeatLinearOperator):
+        covar = covar.base_linear_op
+    return covar.kernel if isinstance(covar, LazyEvaluatedKernelTensor) else None
+
+
+def _feature_versions(kernel: Kernel | None) -> tuple[int, ...]:
+    if kernel is None:
+        return ()
+    return tuple(module.draw_version for module in kernel.modules() if isinstance(module, FeatureMap))
 
 
 def _solve_vector(factor: CapacitanceFactor, rhs: Tensor) -> Tensor:
@@ -67,6 +81,17 @@ class FeatureSpacePredictionStrategy(DefaultPredictionStrategy):
     it warns with :class:`~gprf.exceptions.DispatchFallbackWarning` and uses GPyTorch's default strategy.
     """
 
+    def __init__(self, train_inputs, train_prior_dist, train_labels, likelihood, root=None, inv_root=None):
+        super().__init__(train_inputs, train_prior_dist, train_labels, likelihood, root=root, inv_root=inv_root)
+        self._kernel = _kernel_of(train_prior_dist.lazy_covariance_matrix)
+
+    def _check_features_unchanged(self, posterior: WeightSpacePosterior) -> None:
+        if _feature_versions(self._kernel) != posterior.feature_versions:
+            raise RuntimeError(
+                "The random features changed (resample_features() or load_state_dict()) after this model's "
+                "prediction caches were built; call model.train() and then model.eval() to rebuild them."
+            )
+
     # ------------------------------------------------------------------ training-set cache
     @property
     @cached(name="weight_space_posterior")
@@ -83,7 +108,8 @@ class FeatureSpacePredictionStrategy(DefaultPredictionStrategy):
             factor = CapacitanceFactor.from_gram(scaled.mT @ root)
             residual = (self.train_labels - self.train_prior_dist.mean).to(_FACTOR_DTYPE)
             rhs = (scaled.mT @ residual.unsqueeze(-1)).squeeze(-1)
-            posterior = WeightSpacePosterior(factor, rhs, _solve_vector(factor, rhs))
+            versions = _feature_versions(self._kernel)
+            posterior = WeightSpacePosterior(factor, rhs, _solve_vector(factor, rhs), versions)
         if posterior.mean.grad_fn is not None:
             # Drop the cache after a backward pass through it, as GPyTorch does for its own caches.
             wrapper = functools.partial(clear_cache_hook, self)
@@ -109,6 +135,7 @@ class FeatureSpacePredictionStrategy(DefaultPredictionStrategy):
         if posterior is None or test_root is None:
             self._fallback("the covariances are not random-feature roots")
             return super().exact_prediction(test_mean, test_test_covar, test_train_covar)
+        self._check_features_unchanged(posterior)
 
         dtype = test_root.dtype
         phi = test_root.to(_FACTOR_DTYPE)
@@ -128,6 +155,7 @@ class FeatureSpacePredictionStrategy(DefaultPredictionStrategy):
         if posterior is None or isinstance(full_output, MultitaskMultivariateNormal):
             self._fallback("fantasies need a single-output model with a random-feature root")
             return super().get_fantasy_strategy(inputs, targets, full_inputs, full_targets, full_output, **kwargs)
+        self._check_features_unchanged(posterior)
 
         num_train = self.num_train
         batch_shape = full_inputs[0].shape[:-2]
@@ -149,7 +177,7 @@ class FeatureSpacePredictionStrategy(DefaultPredictionStrategy):
             residual = (targets - fant_mean).to(_FACTOR_DTYPE)
             rhs = posterior.rhs + (fant_root.mT @ (residual / fant_noise).unsqueeze(-1)).squeeze(-1)
             factor = posterior.factor.update((fant_root / fant_noise.sqrt().unsqueeze(-1)).mT)
-            new_posterior = WeightSpacePosterior(factor, rhs, _solve_vector(factor, rhs))
+            new_posterior = WeightSpacePosterior(factor, rhs, _solve_vector(factor, rhs), posterior.feature_versions)
 
         if full_inputs[0].dim() <= full_targets.dim():
             # Fantasies at shared inputs: repeat the inputs over the leading fantasy dimension.

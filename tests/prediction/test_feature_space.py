@@ -8,10 +8,11 @@ import gpytorch
 import pytest
 import torch
 from gpytorch.kernels import RBFKernel
-from linear_operator.operators import DenseLinearOperator, LowRankRootAddedDiagLinearOperator, ZeroLinearOperator
+from linear_operator.operators import DenseLinearOperator, ZeroLinearOperator
 
 from gprf.exceptions import DispatchFallbackWarning
 from gprf.kernels import RandomFourierKernel
+from gprf.operators import FeatureRootAddedDiagLinearOperator
 from gprf.prediction import CapacitanceFactor, FeatureSpacePredictionStrategy
 from tests.prediction.conftest import ExactModel, make_data, make_model, weight_space_prediction
 
@@ -184,8 +185,8 @@ def test_marginal_likelihood_uses_woodbury_path(data64):
     x, y = data64
     model = make_model(x, y).train()
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
-    original = LowRankRootAddedDiagLinearOperator.inv_quad_logdet
-    with mock.patch.object(LowRankRootAddedDiagLinearOperator, "inv_quad_logdet", autospec=True, side_effect=original) as spy:
+    original = FeatureRootAddedDiagLinearOperator.inv_quad_logdet
+    with mock.patch.object(FeatureRootAddedDiagLinearOperator, "inv_quad_logdet", autospec=True, side_effect=original) as spy:
         with mock.patch.object(DenseLinearOperator, "inv_quad_logdet", side_effect=AssertionError("dense N x N path")):
             loss = -mll(model(x), y)
     assert spy.call_count == 1
@@ -235,3 +236,17 @@ def test_float32_at_small_noise():
     torch.testing.assert_close(mean32, mean64, rtol=0, atol=2e-3 * mean64.abs().max().item())
     assert (var32 >= 0).all()
     torch.testing.assert_close(var32, var64, rtol=0, atol=1e-3 * model.covar_module.outputscale.item())
+
+
+def test_resampled_features_never_reuse_stale_caches(data64):
+    x, y = data64
+    model = make_model(x, y).eval()
+    test_x = x[:5] + 0.1
+    model(test_x)
+    model.covar_module.base_kernel.resample_features(torch.Generator().manual_seed(123))
+    with pytest.raises(RuntimeError, match=r"model.train\(\) and then model.eval\(\)"):
+        model(test_x)
+    model.train()
+    model.eval()
+    mean, _ = weight_space_prediction(model, x, y, test_x, model.likelihood.noise.expand(80))
+    torch.testing.assert_close(model(test_x).mean, mean, rtol=0, atol=1e-8)

@@ -1,0 +1,90 @@
+"""Feature-root operators: the custom Gram backward and the feature-space Gaussian log density."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from linear_operator.operators import DiagLinearOperator
+
+from gprf.operators import FeatureRootAddedDiagLinearOperator, FeatureRootLinearOperator, weighted_gram
+
+
+def _inputs(n=9, f=4, batch=(), seed=0, dtype=torch.float64):
+    generator = torch.Generator().manual_seed(seed)
+    root = torch.randn(*batch, n, f, generator=generator, dtype=dtype)
+    noise = 0.1 + torch.rand(*batch, n, generator=generator, dtype=dtype)
+    return root, noise
+
+
+def test_weighted_gram_value_and_gradcheck():
+    root, noise = _inputs()
+    torch.testing.assert_close(weighted_gram(root, noise), root.mT @ torch.diag(1 / noise) @ root)
+    root.requires_grad_(True)
+    noise.requires_grad_(True)
+    assert torch.autograd.gradcheck(weighted_gram, (root, noise))
+    batch_root, batch_noise = _inputs(batch=(2,), seed=1)
+    assert torch.autograd.gradcheck(weighted_gram, (batch_root.requires_grad_(True), batch_noise[0].requires_grad_(True)))
+
+
+@pytest.mark.parametrize("batch", [(), (3,)])
+def test_inv_quad_logdet_matches_dense(batch):
+    root, noise = _inputs(batch=batch)
+    rhs = torch.randn(*batch, 9, 2, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    params = [root.requires_grad_(True), noise.requires_grad_(True)]
+    operator = FeatureRootLinearOperator(root) + DiagLinearOperator(noise)
+    assert isinstance(operator, FeatureRootAddedDiagLinearOperator)
+    inv_quad, logdet = operator.inv_quad_logdet(inv_quad_rhs=rhs, logdet=True)
+    dense = root @ root.mT + torch.diag_embed(noise)
+    expected_inv_quad = (rhs * torch.linalg.solve(dense, rhs)).sum((-2, -1))
+    expected_logdet = torch.logdet(dense)
+    torch.testing.assert_close(inv_quad, expected_inv_quad)
+    torch.testing.assert_close(logdet, expected_logdet)
+    grads = torch.autograd.grad((inv_quad + logdet).sum(), params)
+    expected = torch.autograd.grad((expected_inv_quad + expected_logdet).sum(), params)
+    for actual, reference in zip(grads, expected):
+        torch.testing.assert_close(actual, reference)
+    unreduced, _ = operator.inv_quad_logdet(inv_quad_rhs=rhs, reduce_inv_quad=False)
+    assert unreduced.shape == (*batch, 2)
+
+
+def test_structure_survives_scaling_and_constant_noise():
+    root, _ = _inputs()
+    scaled = FeatureRootLinearOperator(root).mul(torch.tensor(2.5, dtype=torch.float64))
+    assert isinstance(scaled, FeatureRootLinearOperator)
+    operator = scaled.add_diagonal(torch.tensor(0.3, dtype=torch.float64))
+    assert isinstance(operator, FeatureRootAddedDiagLinearOperator)
+    _, logdet = operator.inv_quad_logdet(logdet=True)
+    torch.testing.assert_close(logdet, torch.logdet(2.5 * root @ root.mT + 0.3 * torch.eye(9, dtype=torch.float64)))
+
+
+def test_float32_small_noise_error_within_gemm_rounding_bound():
+    """At noise 1e-4 a float32 model only loses the rounding of its float32 Gram matrix.
+
+    The float64 reference uses the same (float32-rounded) inputs. Forming G = R^T S^-1 R in float32 has
+    elementwise error |dG| <= gamma_N |R|^T S^-1 |R| with gamma_N = N u / (1 - N u) (u = float32 unit
+    roundoff; Higham, Accuracy and Stability, eq. 3.13); everything else is float64. To first order
+    |d(b^T C^-1 b)| <= ||C^-1 b||^2 ||dG||_2 and |d logdet C| <= ||C^-1||_F ||dG||_F.
+    """
+    root, _ = _inputs(n=300, f=40, seed=2)
+    generator = torch.Generator().manual_seed(3)
+    root32 = root.float()
+    noise32 = torch.full((300,), 1e-4, dtype=torch.float32)
+    rhs32 = (root32 @ torch.randn(40, 1, generator=generator)) + 1e-2
+    root64, noise64, rhs64 = root32.double(), noise32.double(), rhs32.double()
+
+    quad, logdet = (FeatureRootLinearOperator(root32) + DiagLinearOperator(noise32)).inv_quad_logdet(rhs32, logdet=True)
+    ref_quad, ref_logdet = (FeatureRootLinearOperator(root64) + DiagLinearOperator(noise64)).inv_quad_logdet(
+        rhs64, logdet=True
+    )
+    assert quad.dtype == logdet.dtype == torch.float32
+
+    unit_roundoff = torch.finfo(torch.float32).eps / 2
+    gamma = 300 * unit_roundoff / (1 - 300 * unit_roundoff)
+    gram_error = gamma * torch.linalg.matrix_norm(root64.abs().mT @ (root64.abs() / noise64.unsqueeze(-1)))
+    capacitance = torch.eye(40, dtype=torch.float64) + root64.mT @ (root64 / noise64.unsqueeze(-1))
+    weights = torch.linalg.solve(capacitance, root64.mT @ (rhs64 / noise64.unsqueeze(-1)))
+    # The final cast of each result to float32 adds one rounding of the result.
+    quad_bound = weights.square().sum() * gram_error + unit_roundoff * ref_quad.abs()
+    logdet_bound = torch.linalg.matrix_norm(torch.linalg.inv(capacitance)) * gram_error + unit_roundoff * ref_logdet.abs()
+    assert (quad.double() - ref_quad).abs() <= quad_bound
+    assert (logdet.double() - ref_logdet).abs() <= logdet_bound
