@@ -17,9 +17,11 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+import textwrap
 from dataclasses import dataclass, field
 
 import torch
+from linear_operator.utils.errors import NanError, NotPSDError
 
 from gprf.cli.approximations import APPROXIMATIONS, ApproximationRequest, methods_for_kernel
 from gprf.cli.data import BUILTIN_DATASETS, DEFAULT_DATASET, Split, load_dataset, split_dataset
@@ -39,6 +41,7 @@ from gprf.cli.options import (
     CLIError,
     add_device_arguments,
     apply_threads,
+    check_output_path,
     fraction,
     non_negative_int,
     positive_float,
@@ -68,43 +71,48 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         f"default: {DEFAULT_DATASET})",
     )
     data.add_argument("--target", metavar="COLUMN", help="target column of --data FILE.csv (required with a CSV)")
-    data.add_argument("--test-fraction", type=fraction, default=0.2, help="test share of the rows (default: 0.2)")
+    data.add_argument("--test-fraction", type=fraction, metavar="FRAC", default=0.2, help="test share of the rows (default: 0.2)")
     data.add_argument(
-        "--max-train", type=positive_int, default=5000,
+        "--max-train", type=positive_int, metavar="N", default=5000,
         help="at most this many training rows (the exact GP is O(N^3); default: 5000)",
     )
     model = parser.add_argument_group("model")
     model.add_argument("--kernel", choices=EXACT_KERNELS, default="rbf", help="exact kernel (default: rbf)")
     model.add_argument(
-        "--subsample", type=positive_int, default=1000,
+        "--subsample", type=positive_int, metavar="N", default=1000,
         help="training rows used to fit the hyperparameters (default: 1000)",
     )
     model.add_argument("--optimizer", choices=("adam", "lbfgs"), default="adam", help="default: adam")
     model.add_argument(
-        "--fit-iters", type=positive_int, default=100,
+        "--fit-iters", type=positive_int, metavar="N", default=100,
         help="Adam steps, or L-BFGS function evaluations (default: 100)",
     )
-    model.add_argument("--lr", type=positive_float, default=0.1, help="Adam learning rate (default: 0.1)")
+    model.add_argument("--lr", type=positive_float, metavar="RATE", default=0.1, help="Adam learning rate (default: 0.1)")
     approx = parser.add_argument_group("approximations")
     approx.add_argument(
         "--methods",
+        metavar="M1,M2,...",
         help=f"comma-separated methods (default: all that approximate --kernel: {', '.join(APPROXIMATIONS)})",
     )
-    approx.add_argument("--features", type=positive_int, default=256, metavar="F", help="features per method (default: 256)")
     approx.add_argument(
-        "--repeats", type=positive_int, default=1, help="feature draws per method, averaged (default: 1)"
+        "--features", type=positive_int, default=256, metavar="F", help="features per method (default: 256)"
     )
     approx.add_argument(
-        "--kernel-points", type=positive_int, default=1000,
+        "--repeats", type=positive_int, metavar="R", default=1, help="feature draws per method, averaged (default: 1)"
+    )
+    approx.add_argument(
+        "--kernel-points", type=positive_int, metavar="N", default=1000,
         help="training points on which the kernel-matrix error is measured (default: 1000)",
     )
     out = parser.add_argument_group("run and output")
-    out.add_argument("--seed", type=non_negative_int, default=0, help="seed of the split and feature draws (default: 0)")
+    out.add_argument(
+        "--seed", type=non_negative_int, metavar="S", default=0, help="seed of the split and feature draws (default: 0)"
+    )
     add_device_arguments(out)
     out.add_argument("--plot", metavar="OUT.png", help="bar chart of KL and relative Frobenius error per method")
     out.add_argument("--json", metavar="OUT.json", help="write the results as JSON")
     out.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, error=parser.error)
     return parser
 
 
@@ -163,6 +171,17 @@ class MethodResult:
         }
 
 
+@dataclass
+class CompareReport:
+    """Everything ``compare`` measured: run metadata (JSON-ready) and the per-method results, exact first."""
+
+    meta: dict
+    results: list[MethodResult]
+
+    def to_dict(self) -> dict:
+        return {**self.meta, "results": [result.to_dict() for result in self.results]}
+
+
 def _condition_and_predict(model: RegressionGP, test_x: torch.Tensor, device: torch.device):
     """Times of conditioning (first prediction at one point builds the caches) and of predicting the test set."""
 
@@ -183,12 +202,19 @@ def _score(result: MethodResult, mean, var, split: Split, exact_mean, exact_var)
     draws["mnll"].append(mnll(mean, var, split.test_y).item())
 
 
-def run_compare(args: argparse.Namespace, log: Progress) -> dict:
-    """Run the comparison described by parsed ``args``; returns the report as a JSON-ready dict."""
+def run_compare(args: argparse.Namespace, log: Progress) -> CompareReport:
+    """Run the comparison described by parsed ``args``."""
     device = resolve_device(args.device)
     dtype = DTYPES[args.dtype]
     apply_threads(args.threads)
     methods = parse_methods(args.methods, args.kernel, args.features)
+    check_output_path(args.json, "--json")
+    check_output_path(args.plot, "--plot")
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise CLIError("argument --plot: needs matplotlib (pip install matplotlib)") from None
 
     data = load_dataset(args.data, args.target)
     log(f"loaded {data.name}: {data.num_rows} rows, {data.num_inputs} inputs, target {data.target_name!r}")
@@ -210,11 +236,20 @@ def run_compare(args: argparse.Namespace, log: Progress) -> dict:
         if (step + 1) % report_every == 0 or step + 1 == args.fit_iters:
             log(f"  step {step + 1}/{args.fit_iters}: -MLL/N = {loss:.4f}")
 
-    final_loss, fit_hyper_s = timed(
-        lambda: fit_hyperparameters(fit_model, args.fit_iters, args.lr, args.optimizer, on_step), device
-    )
+    try:
+        final_loss, fit_hyper_s = timed(
+            lambda: fit_hyperparameters(fit_model, args.fit_iters, args.lr, args.optimizer, on_step), device
+        )
+    except (NotPSDError, NanError) as err:
+        raise CLIError(
+            f"the hyperparameter fit failed ({type(err).__name__}); try --dtype float64, --optimizer adam or a "
+            "smaller --lr"
+        ) from None
     hyper: Hyperparameters = get_hyperparameters(fit_model)
-    if not all(torch.isfinite(t).all() for t in (hyper.outputscale, hyper.noise, hyper.mean_constant)):
+    values = [hyper.outputscale, hyper.noise, hyper.mean_constant]
+    if hyper.lengthscale is not None:
+        values.append(hyper.lengthscale)
+    if not all(bool(torch.isfinite(t).all()) for t in values) or not math.isfinite(final_loss):
         raise CLIError("the hyperparameter fit diverged (non-finite values); try --optimizer adam or a smaller --lr")
     log(f"  done in {fit_hyper_s:.2f} s, -MLL/N = {final_loss:.4f}: {hyper.describe()}")
 
@@ -257,8 +292,8 @@ def run_compare(args: argparse.Namespace, log: Progress) -> dict:
             model, build_s = timed(build, device)
             mean, var, condition_s, predict_s = _condition_and_predict(model, split.test_x, device)
             with torch.no_grad():
-                approx_kernel_matrix = model.covar_module(kernel_x)
-                result.draws["frobenius"].append(relative_frobenius_error(approx_kernel_matrix, exact_kernel_matrix).item())
+                error = relative_frobenius_error(model.covar_module(kernel_x), exact_kernel_matrix)
+            result.draws["frobenius"].append(error.item())
             _score(result, mean, var, split, exact_mean, exact_var)
             result.draws["fit_s"].append(build_s + condition_s)
             result.draws["predict_s"].append(predict_s)
@@ -269,7 +304,7 @@ def run_compare(args: argparse.Namespace, log: Progress) -> dict:
             )
         results.append(result)
 
-    return {
+    meta = {
         "command": "compare",
         "dataset": {
             "name": data.name,
@@ -302,14 +337,13 @@ def run_compare(args: argparse.Namespace, log: Progress) -> dict:
             "lengthscale": hyper.lengthscale.flatten().tolist() if hyper.lengthscale is not None else None,
             "noise": hyper.noise.flatten()[0].item(),
         },
-        "results": [exact.to_dict()] + [result.to_dict() for result in results],
-        "_objects": [exact] + results,
     }
+    return CompareReport(meta, [exact, *results])
 
 
-def render_report(report: dict) -> str:
+def render_report(report: CompareReport) -> str:
     """The plain-text report: a header, the table, and what each column means."""
-    ds, cfg, hp = report["dataset"], report["config"], report["hyperparameters"]
+    ds, cfg, hp = report.meta["dataset"], report.meta["config"], report.meta["hyperparameters"]
     repeats = cfg["repeats"]
     with_std = repeats > 1
 
@@ -323,7 +357,7 @@ def render_report(report: dict) -> str:
 
     headers = ["method", "F", "rel.Frob", "KL/point", "RMSE", "NMSE", "MNLL", "fit s", "predict s"]
     rows = []
-    for result in report["_objects"]:
+    for result in report.results:
         rows.append(
             [
                 result.name,
@@ -351,21 +385,24 @@ def render_report(report: dict) -> str:
     ]
     footer = [
         "",
-        f"rel.Frob : ||K_approx - K||_F / ||K||_F on {cfg['kernel_points']} training points (outputscale included, no noise)",
+        f"rel.Frob : ||K_approx - K||_F / ||K||_F on {cfg['kernel_points']} training points "
+        "(outputscale included, no noise)",
         f"KL/point : KL(approx || exact) of the noisy predictive marginals, mean over the {ds['num_test']} test points",
         f"RMSE, NMSE, MNLL: noisy predictive on the standardised test target (target std {ds['target_std']:.4g})",
         "fit s    : draw features + condition on the training rows (exact: Cholesky); "
         "predict s: predictive mean + variance of the test points",
     ]
+    footer = [textwrap.fill(note, width=110, subsequent_indent=" " * 11) for note in footer]
     return "\n".join(header + [format_table(headers, rows)] + footer)
 
 
-def plot_report(report: dict, path: str) -> None:
+def plot_report(report: CompareReport, path: str) -> None:
     """Bar charts of the mean KL per test point and of the relative Frobenius error per method."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    results = [r for r in report["_objects"] if r.name != "exact"]
+    results = report.results[1:]
+    cfg = report.meta["config"]
     names = [r.name for r in results]
     figure = Figure(figsize=(max(6.0, 1.4 * len(names) + 2.0), 3.6), layout="constrained")
     canvas = FigureCanvasAgg(figure)
@@ -376,11 +413,11 @@ def plot_report(report: dict, path: str) -> None:
     ):
         means = [r.mean(key) for r in results]
         stds = [r.std(key) or 0.0 for r in results]
-        axis.bar(names, means, yerr=stds if report["config"]["repeats"] > 1 else None, capsize=4, color="tab:blue")
+        axis.bar(names, means, yerr=stds if cfg["repeats"] > 1 else None, capsize=4, color="tab:blue")
         axis.set_title(label, fontsize=10)
-        axis.set_yscale("log" if all(m and m > 0 for m in means) else "linear")
-    cfg = report["config"]
-    figure.suptitle(f"{report['dataset']['name']}: {cfg['kernel']} kernel, F = {cfg['features']}", fontsize=10)
+        axis.set_ylim(bottom=0)
+        axis.bar_label(axis.containers[-1], labels=[format_number(m, 3) for m in means], fontsize=8)
+    figure.suptitle(f"{report.meta['dataset']['name']}: {cfg['kernel']} kernel, F = {cfg['features']}", fontsize=10)
     canvas.print_figure(path, dpi=120)
 
 
@@ -392,6 +429,6 @@ def run(args: argparse.Namespace) -> int:
         plot_report(report, args.plot)
         log(f"wrote {args.plot}")
     if args.json:
-        write_json(args.json, {k: v for k, v in report.items() if not k.startswith("_")})
+        write_json(args.json, report.to_dict())
         log(f"wrote {args.json}")
     return 0

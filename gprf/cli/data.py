@@ -88,11 +88,14 @@ def load_csv(path: str | Path, target: str | None) -> Dataset:
     if target is None:
         raise CLIError(f"--data needs --target COLUMN; available columns: {', '.join(header)}")
     if target not in header:
-        raise CLIError(f"argument --target: no column {target!r} in {str(path)!r}; available columns: {', '.join(header)}")
+        raise CLIError(
+            f"argument --target: no column {target!r} in {str(path)!r}; available columns: {', '.join(header)}"
+        )
     for line_number, row in enumerate(body, start=2):
         if len(row) != len(header):
             raise CLIError(
-                f"argument --data: line {line_number} of {str(path)!r} has {len(row)} fields, the header has {len(header)}"
+                f"argument --data: line {line_number} of {str(path)!r} has {len(row)} fields, "
+                f"the header has {len(header)}"
             )
 
     columns: dict[str, np.ndarray] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import torch
 
@@ -62,7 +63,11 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="torch device: cpu, cuda or cuda:N (default: cpu)")
     parser.add_argument("--dtype", default="float64", choices=sorted(DTYPES), help="model dtype (default: float64)")
     parser.add_argument(
-        "--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's choice)"
+        "--threads",
+        type=positive_int,
+        default=None,
+        metavar="T",
+        help="torch CPU threads (default: torch's choice; on a busy shared machine --threads 1 can be much faster)",
     )
 
 
@@ -82,6 +87,17 @@ def resolve_device(name: str) -> torch.device:
     elif device.type != "cpu":
         raise CLIError(f"argument --device: unsupported device {name!r}; use cpu, cuda or cuda:N")
     return device
+
+
+def check_output_path(path: str | None, option: str) -> None:
+    """Fail before a long run if ``path`` cannot be written (its folder must exist)."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise CLIError(f"argument {option}: {path!r} is a directory; give a file name")
+    if not target.parent.is_dir():
+        raise CLIError(f"argument {option}: folder {str(target.parent)!r} does not exist")
 
 
 def apply_threads(threads: int | None) -> None:

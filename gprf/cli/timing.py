@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -27,12 +26,19 @@ def timed(fn: Callable[[], T], device: torch.device) -> tuple[T, float]:
     return result, time.perf_counter() - start
 
 
-def repeat_timed(fn: Callable[[], object], device: torch.device, repeats: int, warmup: int) -> list[float]:
-    """Seconds of ``repeats`` calls of ``fn`` after ``warmup`` untimed calls."""
-    for _ in range(warmup):
-        timed(fn, device)
-    return [timed(fn, device)[1] for _ in range(repeats)]
+def interleaved_timings(
+    fns: dict[str, Callable[[], object]], device: torch.device, repeats: int, warmup: int
+) -> dict[str, list[float]]:
+    """Seconds of ``repeats`` calls of each function, after ``warmup`` untimed calls of each.
 
-
-def median(values: list[float]) -> float:
-    return statistics.median(values)
+    The timed calls go round-robin over the functions, so that a change of machine load during the
+    run affects every contender alike (ratios measured in the same run stay meaningful).
+    """
+    for fn in fns.values():
+        for _ in range(warmup):
+            timed(fn, device)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            times[name].append(timed(fn, device)[1])
+    return times

@@ -1,0 +1,61 @@
+"""The approximation registry behind ``gprf compare --methods`` (gprf.cli.approximations)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gprf.cli.approximations import (
+    APPROXIMATIONS,
+    Approximation,
+    ApproximationRequest,
+    methods_for_kernel,
+    register,
+)
+from gprf.cli.compare import parse_methods
+from gprf.cli.options import CLIError
+from gprf.kernels import RandomFeatureKernel
+
+
+def _request(kernel: str = "rbf", dtype: torch.dtype = torch.float64) -> ApproximationRequest:
+    x = torch.randn(20, 3, generator=torch.Generator().manual_seed(0), dtype=dtype)
+    return ApproximationRequest(16, 3, kernel, seed=7, train_x=x, lengthscale=torch.ones(1, 3, dtype=dtype))
+
+
+def test_fourier_samplers_are_registered_for_every_stationary_kernel():
+    assert list(APPROXIMATIONS)[:4] == ["rff", "orf", "sorf", "qmc"]
+    for kernel in ("rbf", "matern12", "matern32", "matern52"):
+        assert {"rff", "orf", "sorf", "qmc"} <= set(methods_for_kernel(kernel))
+
+
+@pytest.mark.parametrize("name", ["rff", "orf", "sorf", "qmc"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_factories_build_seeded_kernels_on_the_request_dtype(name, dtype):
+    request = _request("matern32", dtype)
+    kernel = APPROXIMATIONS[name].build(request)
+    assert isinstance(kernel, RandomFeatureKernel)
+    assert kernel.num_features == 16 and kernel.lengthscale.shape == (1, 3)
+    features = kernel.features(request.train_x)
+    assert features.dtype == dtype and features.shape == (20, 16)
+    torch.testing.assert_close(APPROXIMATIONS[name].build(request).features(request.train_x), features)
+
+
+def test_register_rejects_duplicates_and_bad_names():
+    with pytest.raises(ValueError, match="already registered"):
+        register(Approximation("rff", "again", APPROXIMATIONS["rff"].factory))
+    with pytest.raises(ValueError, match="Invalid approximation name"):
+        register(Approximation("a,b", "comma", APPROXIMATIONS["rff"].factory))
+
+
+def test_parse_methods_validates_names_kernels_and_feature_counts(monkeypatch):
+    assert parse_methods(None, "rbf", 8) == methods_for_kernel("rbf")
+    assert parse_methods(" qmc, rff ,qmc", "rbf", 8) == ["qmc", "rff"]
+    with pytest.raises(CLIError, match="unknown method.*'x'.*valid methods: rff, orf, sorf, qmc"):
+        parse_methods("rff,x", "rbf", 8)
+    with pytest.raises(CLIError, match="even F"):
+        parse_methods("orf", "rbf", 9)
+    rbf_only = Approximation("rbfonly", "t", APPROXIMATIONS["rff"].factory, kernels=("rbf",))
+    monkeypatch.setitem(APPROXIMATIONS, "rbfonly", rbf_only)
+    with pytest.raises(CLIError, match="'rbfonly' cannot approximate --kernel matern12"):
+        parse_methods("rbfonly", "matern12", 8)
+    assert "rbfonly" not in parse_methods(None, "matern12", 8)
