@@ -21,9 +21,14 @@ def _check_same_shape(a: Tensor, b: Tensor, names: str) -> None:
 
 
 def relative_frobenius_error(approx: Tensor | LinearOperator, exact: Tensor | LinearOperator) -> Tensor:
-    r""":math:`\lVert\hat K - K\rVert_F / \lVert K\rVert_F` (the real part of a complex :math:`\hat K`), per batch."""
+    r""":math:`\lVert\hat K - K\rVert_F / \lVert K\rVert_F` (the real part of a complex :math:`\hat K`), per batch.
+
+    ``exact`` broadcasts against batches of approximations (e.g. one approximation per feature draw).
+    """
     approx, exact = _dense_real(approx), _dense_real(exact)
-    _check_same_shape(approx, exact, "approx and exact")
+    if approx.shape[-2:] != exact.shape[-2:]:
+        raise ValueError(f"approx and exact must be matrices of the same size, got {tuple(approx.shape)} and {tuple(exact.shape)}.")
+    approx, exact = torch.broadcast_tensors(approx, exact)
     return torch.linalg.matrix_norm(approx - exact) / torch.linalg.matrix_norm(exact)
 
 

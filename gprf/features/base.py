@@ -79,6 +79,13 @@ class FeatureMap(torch.nn.Module, ABC):
         Without ``generator``, a seeded map redraws the same features it was built with; pass a
         generator (or use ``seed=None``) for fresh draws.
         """
+        for name in self._random_buffer_names:
+            buffer = getattr(self, name)
+            if any(stride == 0 and size > 1 for stride, size in zip(buffer.stride(), buffer.shape)):
+                raise RuntimeError(
+                    f"{type(self).__name__}.resample: the draws were expanded over the batch (batch_expand), so "
+                    "batch members share them; resample the original map or build a map with this batch_shape."
+                )
         for name, value in self._draw(self._generator(generator)).items():
             getattr(self, name).copy_(value)
         self.draw_version += 1
@@ -91,7 +98,7 @@ class FeatureMap(torch.nn.Module, ABC):
     def _map_random_buffers(self, fn: Callable[[Tensor], Tensor], batch_shape: torch.Size) -> FeatureMap:
         new = copy.deepcopy(self)
         for name in self._random_buffer_names:
-            setattr(new, name, fn(getattr(self, name)))
+            setattr(new, name, fn(getattr(new, name)))
         new.batch_shape = batch_shape
         return new
 
@@ -112,7 +119,20 @@ class FeatureMap(torch.nn.Module, ABC):
     def forward(self, x: Tensor) -> Tensor:
         """Features :math:`\\Phi(x)`, shape ``(..., n, num_features)``, real or complex."""
         check_features_input(x, self.input_dim, type(self).__name__)
+        dtype = self._buffer_dtype()
+        if x.dtype != dtype:
+            raise TypeError(
+                f"{type(self).__name__} holds {dtype} draws but got {x.dtype} inputs; convert the inputs or "
+                f"call .to({x.dtype}) on the feature map (or model)."
+            )
         return self._featurize(x)
+
+    def _buffer_dtype(self) -> torch.dtype:
+        for name in self._random_buffer_names:
+            buffer = getattr(self, name)
+            if buffer.is_floating_point():
+                return buffer.dtype
+        return torch.get_default_dtype()
 
     @abstractmethod
     def _featurize(self, x: Tensor) -> Tensor:

@@ -5,9 +5,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-# Keep Sobol points away from {0, 1} so that inverse CDFs stay finite.
-_UNIT_INTERVAL_MARGIN = 1e-10
-
 
 def sobol_uniform(
     num_points: int,
@@ -17,19 +14,28 @@ def sobol_uniform(
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
 ) -> Tensor:
-    """Scrambled Sobol points in :math:`(0, 1)^{dim}`, shape ``(num_points, dim)``.
+    """Scrambled Sobol points in the open cube :math:`(0, 1)^{dim}`, shape ``(num_points, dim)``.
 
     The scrambling seed is drawn from ``generator`` so the points are reproducible. Scrambling
     (random linear matrix scramble plus digital shift) makes every point marginally uniform, so
-    estimators built on these points stay unbiased.
+    estimators built on these points stay unbiased. Points are kept one ulp of ``dtype`` away from 0
+    and 1 so that inverse CDFs stay finite.
     """
+    if num_points < 1 or dim < 1:
+        raise ValueError(f"sobol_uniform needs num_points >= 1 and dim >= 1, got {num_points} and {dim}.")
     if dim > torch.quasirandom.SobolEngine.MAXDIM:
         raise ValueError(f"Sobol sequences support dim <= {torch.quasirandom.SobolEngine.MAXDIM}, got {dim}.")
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator).item())
-    engine = torch.quasirandom.SobolEngine(dimension=dim, scramble=True, seed=seed)
-    points = engine.draw(num_points, dtype=torch.float64)
-    points = points.clamp(_UNIT_INTERVAL_MARGIN, 1.0 - _UNIT_INTERVAL_MARGIN)
-    return points.to(dtype=dtype, device=device)
+    # SobolEngine computes its first point in torch's default dtype: pin it so draws never depend on it.
+    previous_default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        engine = torch.quasirandom.SobolEngine(dimension=dim, scramble=True, seed=seed)
+        points = engine.draw(num_points, dtype=torch.float64)
+    finally:
+        torch.set_default_dtype(previous_default)
+    margin = torch.finfo(dtype).eps
+    return points.to(dtype=dtype, device=device).clamp(margin, 1.0 - margin)
 
 
 def sobol_normal(

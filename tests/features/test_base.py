@@ -1,0 +1,399 @@
+"""The FeatureMap contract (DESIGN.md §2.1), checked on RandomFourierFeatures for every sampler."""
+
+from __future__ import annotations
+
+import copy
+import io
+import pickle
+
+import pytest
+import torch
+
+from gprf.features import FOURIER_KERNELS, FOURIER_SAMPLERS, FeatureMap, RandomFourierFeatures
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+SAMPLERS = FOURIER_SAMPLERS  # iid, orthogonal, structured, qmc
+DIM, NUM_FEATURES = 5, 12  # 6 frequencies: two orthogonal blocks; structured pads 5 -> 8
+
+
+def _build(
+    sampler: str = "iid", kernel: str = "rbf", dtype: torch.dtype = torch.float64, **kwargs
+) -> RandomFourierFeatures:
+    """A map whose buffers are created in ``dtype`` (maps use the default dtype at construction)."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        kwargs.setdefault("seed", 0)
+        return RandomFourierFeatures(DIM, NUM_FEATURES, kernel, sampler, **kwargs)
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def _inputs(*shape: int, seed: int = 0, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    return torch.randn(*shape, DIM, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(dtype)
+
+
+def _random_buffers(feature_map: RandomFourierFeatures) -> dict[str, torch.Tensor]:
+    return {name: getattr(feature_map, name) for name in feature_map._random_buffer_names}
+
+
+# ---------------------------------------------------------------------------------------- attributes
+def test_feature_map_is_abstract():
+    with pytest.raises(TypeError):
+        FeatureMap(2, 4)  # type: ignore[abstract]
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_attributes(sampler):
+    feature_map = _build(sampler, batch_shape=(2,))
+    assert isinstance(feature_map, FeatureMap) and isinstance(feature_map, torch.nn.Module)
+    assert feature_map.input_dim == DIM
+    assert feature_map.num_features == NUM_FEATURES
+    assert feature_map.num_real_features == NUM_FEATURES
+    assert feature_map.is_complex is False
+    assert feature_map.batch_shape == torch.Size([2])
+    assert f"sampler={sampler!r}" in repr(feature_map) and "kernel='rbf'" in repr(feature_map)
+
+
+# ---------------------------------------------------------------------------------------- shapes
+@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize(
+    ("batch_shape", "input_batch", "output_batch"),
+    [
+        ((), (), ()),
+        ((), (2, 3), (2, 3)),
+        ((4,), (), (4,)),
+        ((4,), (4,), (4,)),
+        ((4,), (2, 4), (2, 4)),
+        ((4,), (2, 1), (2, 4)),
+        ((2, 3), (), (2, 3)),
+        ((2, 3), (3,), (2, 3)),
+    ],
+)
+def test_output_shapes(sampler, batch_shape, input_batch, output_batch):
+    feature_map = _build(sampler, batch_shape=batch_shape)
+    out = feature_map(_inputs(*input_batch, 7))
+    assert out.shape == (*output_batch, 7, NUM_FEATURES)
+    assert out.dtype == torch.float64 and not out.is_complex()
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_batched_inputs_match_unbatched(sampler):
+    feature_map = _build(sampler)
+    x = _inputs(2, 3, 6)
+    out = feature_map(x)
+    for i in range(2):
+        for j in range(3):
+            torch.testing.assert_close(out[i, j], feature_map(x[i, j]))
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_features_are_bounded_and_normalised(sampler):
+    # phi(x) = m^-1/2 [cos, sin]: |phi|^2 = 1 for every input.
+    out = _build(sampler, kernel="matern32", batch_shape=(3,))(_inputs(9))
+    torch.testing.assert_close(out.square().sum(-1), torch.ones(3, 9, dtype=torch.float64))
+
+
+# ---------------------------------------------------------------------------------------- buffers
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_buffers_created_eagerly(sampler):
+    feature_map = _build(sampler, batch_shape=(3,))
+    buffers = dict(feature_map.named_buffers())
+    assert buffers, "random draws must be registered buffers"
+    assert set(feature_map._random_buffer_names) <= set(buffers)
+    assert set(feature_map.state_dict()) == set(buffers)
+    for value in buffers.values():
+        assert value.shape[:1] == (3,)  # buffers carry the batch shape
+    assert list(feature_map.parameters()) == []
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_buffers_use_default_dtype(sampler, dtype):
+    feature_map = _build(sampler, dtype=dtype)
+    for value in _random_buffers(feature_map).values():
+        assert value.dtype == dtype
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_to_float32_moves_buffers(sampler):
+    feature_map = _build(sampler)
+    x = _inputs(6)
+    expected = feature_map(x)
+    feature_map = feature_map.to(torch.float32)
+    for value in _random_buffers(feature_map).values():
+        assert value.dtype == torch.float32
+    out = feature_map(x.float())
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, expected.float(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_device(sampler, device, dtype):
+    feature_map = _build(sampler, dtype=dtype, batch_shape=(2,))
+    x = _inputs(5, dtype=dtype)
+    expected = feature_map(x)
+    moved = feature_map.to(device)
+    for value in _random_buffers(moved).values():
+        assert value.device.type == device.type
+    out = moved(x.to(device))
+    assert out.device.type == device.type and out.dtype == dtype
+    torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------- serialisation
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_state_dict_round_trip_into_fresh_map(sampler):
+    feature_map = _build(sampler, kernel="matern52", batch_shape=(2,), seed=1)
+    x = _inputs(6)
+    fresh = _build(sampler, kernel="matern52", batch_shape=(2,), seed=2)
+    assert not torch.allclose(fresh(x), feature_map(x))
+    fresh.load_state_dict(feature_map.state_dict())
+    assert torch.equal(fresh(x), feature_map(x))
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_torch_save_round_trip(sampler):
+    feature_map = _build(sampler, seed=4)
+    buffer = io.BytesIO()
+    torch.save(feature_map.state_dict(), buffer)
+    buffer.seek(0)
+    fresh = _build(sampler, seed=5)
+    fresh.load_state_dict(torch.load(buffer))
+    x = _inputs(4)
+    assert torch.equal(fresh(x), feature_map(x))
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_pickle_and_deepcopy(sampler):
+    feature_map = _build(sampler, kernel="matern12", batch_shape=(2,), seed=3)
+    x = _inputs(5)
+    expected = feature_map(x)
+    for clone in (pickle.loads(pickle.dumps(feature_map)), copy.deepcopy(feature_map)):
+        assert torch.equal(clone(x), expected)
+        for name, value in _random_buffers(clone).items():
+            assert value.data_ptr() != getattr(feature_map, name).data_ptr()  # an independent copy
+        assert clone.batch_shape == feature_map.batch_shape
+
+
+# ---------------------------------------------------------------------------------------- randomness
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_same_seed_same_features_different_seed_different_features(sampler):
+    x = _inputs(6)
+    assert torch.equal(_build(sampler, seed=10)(x), _build(sampler, seed=10)(x))
+    assert not torch.allclose(_build(sampler, seed=10)(x), _build(sampler, seed=11)(x))
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_resample_with_generator_changes_draws_in_place_and_resample_restores_seed(sampler, float64):
+    # (Built and resampled under the same default dtype: see tests/ops/test_qmc.py for why.)
+    feature_map = _build(sampler, batch_shape=(2,), seed=7)
+    x = _inputs(6)
+    original = feature_map(x)
+    pointers = {name: value.data_ptr() for name, value in _random_buffers(feature_map).items()}
+
+    feature_map.resample(torch.Generator().manual_seed(99))
+    redrawn = feature_map(x)
+    assert not torch.allclose(redrawn, original)
+    assert {name: value.data_ptr() for name, value in _random_buffers(feature_map).items()} == pointers
+    # A generator with the same state gives the same draws ...
+    other = _build(sampler, batch_shape=(2,), seed=8)
+    other.resample(torch.Generator().manual_seed(99))
+    assert torch.equal(other(x), redrawn)
+    # ... and resample() without a generator redraws the map's own seeded features.
+    feature_map.resample()
+    assert torch.equal(feature_map(x), original)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_resample_keeps_dtype(sampler):
+    feature_map = _build(sampler).to(torch.float32)
+    feature_map.resample(torch.Generator().manual_seed(1))
+    for value in _random_buffers(feature_map).values():
+        assert value.dtype == torch.float32
+
+
+def test_unseeded_maps_follow_the_global_rng():
+    x = _inputs(4)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(123)
+        first = _build("iid", seed=None)
+        second = _build("iid", seed=None)
+        torch.manual_seed(123)
+        again = _build("iid", seed=None)
+    assert torch.equal(first(x), again(x))
+    assert not torch.allclose(first(x), second(x))
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_seeded_construction_does_not_touch_global_rng(sampler):
+    state = torch.random.get_rng_state()
+    _build(sampler, seed=3).resample(torch.Generator().manual_seed(4))
+    assert torch.equal(torch.random.get_rng_state(), state)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_batch_members_are_different_draws(sampler):
+    out = _build(sampler, batch_shape=(4,))(_inputs(6))
+    for i in range(4):
+        for j in range(i):
+            assert not torch.allclose(out[i], out[j])
+
+
+# ---------------------------------------------------------------------------------------- real root
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_real_features_equal_forward(sampler):
+    feature_map = _build(sampler, batch_shape=(2,))
+    x = _inputs(2, 5)
+    assert torch.equal(feature_map.real_features(x), feature_map(x))
+    assert feature_map.real_features(x).shape[-1] == feature_map.num_real_features
+
+
+# ---------------------------------------------------------------------------------------- autograd
+@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize("kernel", ("rbf", "matern32"))
+def test_gradcheck_wrt_input(sampler, kernel):
+    feature_map = _build(sampler, kernel=kernel, batch_shape=(2,))
+    x = _inputs(3).requires_grad_(True)
+    assert torch.autograd.gradcheck(feature_map, (x,))
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_gradient_of_kernel_estimate(sampler):
+    # d/dx phi(x).phi(y) = -(1/m) sum_i sin(w_i.(x - y)) w_i; compare with autograd through the map.
+    feature_map = _build(sampler)
+    x = _inputs(1, seed=1).requires_grad_(True)
+    y = _inputs(1, seed=2)
+    (feature_map(x) * feature_map(y)).sum().backward()
+    eye = torch.eye(DIM, dtype=torch.float64)
+    w = feature_map.projections(eye)  # (d, m): row j is w_.j
+    expected = -(torch.sin((x.detach() - y) @ w) * w).sum(-1).unsqueeze(0) / feature_map.num_frequencies
+    torch.testing.assert_close(x.grad, expected)
+
+
+# ---------------------------------------------------------------------------------------- batch helpers
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_batch_index(sampler):
+    feature_map = _build(sampler, batch_shape=(3, 2))
+    x = _inputs(5)
+    out = feature_map(x)
+    single = feature_map.batch_index((1, 0))
+    assert single.batch_shape == torch.Size([])
+    assert torch.equal(single(x), out[1, 0])
+    rows = feature_map.batch_index((slice(0, 2),))
+    assert rows.batch_shape == torch.Size([2, 2])
+    assert torch.equal(rows(x), out[:2])
+    # The original map is unchanged, and an unbatched map indexes to itself.
+    assert feature_map.batch_shape == torch.Size([3, 2]) and torch.equal(feature_map(x), out)
+    plain = _build(sampler)
+    assert plain.batch_index((0,)) is plain
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_batch_index_returns_an_independent_copy(sampler):
+    # Regression: the indexed copy used to hold views of the original's buffers, so resampling the
+    # copy silently redrew the original's batch member.
+    feature_map = _build(sampler, batch_shape=(2,))
+    x = _inputs(4)
+    before = feature_map(x)
+    member = feature_map.batch_index((0,))
+    member.resample(torch.Generator().manual_seed(5))
+    assert not torch.allclose(member(x), before[0])
+    assert torch.equal(feature_map(x), before)
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_batch_expand(sampler):
+    feature_map = _build(sampler)
+    x = _inputs(5)
+    expanded = feature_map.batch_expand(torch.Size([2, 3]))
+    assert expanded.batch_shape == torch.Size([2, 3])
+    out = expanded(x)
+    assert out.shape == (2, 3, 5, NUM_FEATURES)
+    # Expanded, not redrawn: every member has the original features.
+    torch.testing.assert_close(out, feature_map(x).expand(2, 3, 5, NUM_FEATURES))
+    assert feature_map.batch_shape == torch.Size([])
+    # A batched map expands on new leading dimensions.
+    batched = _build(sampler, batch_shape=(2,))
+    torch.testing.assert_close(batched.batch_expand((4, 2))(x), batched(x).expand(4, 2, 5, NUM_FEATURES))
+
+
+# ---------------------------------------------------------------------------------------- errors
+@pytest.mark.parametrize("num_features", [1, 3, 11])
+def test_odd_num_features_suggests_even(num_features):
+    with pytest.raises(ValueError, match=f"even.*use {num_features + 1}"):
+        RandomFourierFeatures(DIM, num_features, seed=0)
+
+
+@pytest.mark.parametrize("num_features", [0, -2])
+def test_num_features_must_be_positive(num_features):
+    with pytest.raises(ValueError, match="num_features"):
+        RandomFourierFeatures(DIM, num_features, seed=0)
+
+
+@pytest.mark.parametrize("input_dim", [0, -1])
+def test_input_dim_must_be_positive(input_dim):
+    with pytest.raises(ValueError, match="input_dim"):
+        RandomFourierFeatures(input_dim, 4, seed=0)
+
+
+def test_unknown_kernel_lists_valid_choices():
+    with pytest.raises(ValueError, match="kernel") as info:
+        RandomFourierFeatures(DIM, 4, kernel="laplace", seed=0)
+    for name in FOURIER_KERNELS:
+        assert repr(name) in str(info.value)
+
+
+def test_unknown_sampler_lists_valid_choices():
+    with pytest.raises(ValueError, match="sampler") as info:
+        RandomFourierFeatures(DIM, 4, sampler="sobol", seed=0)
+    for name in FOURIER_SAMPLERS:
+        assert repr(name) in str(info.value)
+
+
+@pytest.mark.parametrize("seed", [1.5, "3", True])
+def test_seed_must_be_an_int(seed):
+    with pytest.raises(TypeError, match="seed"):
+        RandomFourierFeatures(DIM, 4, seed=seed)
+
+
+def test_wrong_input_dimension_names_num_dims():
+    with pytest.raises(ValueError, match="num_dims"):
+        _build()(torch.zeros(3, DIM + 1, dtype=torch.float64))
+
+
+def test_one_dimensional_input_is_rejected():
+    with pytest.raises(ValueError, match="shape"):
+        _build()(torch.zeros(DIM, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_input_is_rejected(bad):
+    x = torch.zeros(3, DIM, dtype=torch.float64)
+    x[1, 2] = bad
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        _build()(x)
+
+
+@pytest.mark.parametrize("bad_dtype", [torch.int64, torch.int32, torch.bool, torch.complex128])
+def test_integer_and_complex_inputs_are_rejected(bad_dtype):
+    with pytest.raises(TypeError, match="real floating-point"):
+        _build()(torch.zeros(3, DIM, dtype=bad_dtype))
+
+
+def test_non_tensor_input_is_rejected():
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        _build()([[0.0] * DIM])
+
+
+def test_expanded_draws_refuse_to_resample():
+    features = RandomFourierFeatures(2, 8, seed=0).batch_expand(torch.Size([3]))
+    with pytest.raises(RuntimeError, match="batch_expand"):
+        features.resample()
+
+
+def test_dtype_mismatch_is_a_clear_error_for_every_sampler():
+    for sampler in ("iid", "orthogonal", "structured", "qmc"):
+        features = RandomFourierFeatures(3, 8, sampler=sampler, seed=0).float()
+        with pytest.raises(TypeError, match="float32 draws but got torch.float64"):
+            features(torch.zeros(2, 3, dtype=torch.float64))
