@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import torch
+
+T = TypeVar("T", int, float)
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
@@ -14,48 +18,25 @@ class CLIError(ValueError):
     """Bad user input found after parsing (e.g. a missing CSV column); reported as an argparse error."""
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def _checked_number(parse: Callable[[str], T], is_valid: Callable[[T], bool], expected: str) -> Callable[[str], T]:
+    """An argparse type that parses ``text`` and rejects values outside the valid set."""
+
+    def convert(text: str) -> T:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not is_valid(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return convert
 
 
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """argparse type: a finite float > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def fraction(text: str) -> float:
-    """argparse type: a float strictly between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number strictly between 0 and 1, got {text!r}")
-    return value
+positive_int = _checked_number(int, lambda value: value >= 1, "a positive integer")
+non_negative_int = _checked_number(int, lambda value: value >= 0, "a non-negative integer")
+positive_float = _checked_number(float, lambda value: 0 < value < float("inf"), "a positive number")
+fraction = _checked_number(float, lambda value: 0.0 < value < 1.0, "a number strictly between 0 and 1")
 
 
 def add_device_arguments(parser: argparse.ArgumentParser) -> None:
