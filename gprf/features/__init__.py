@@ -2,6 +2,16 @@
 
 from gprf.features.base import FeatureMap
 from gprf.features.fourier import FOURIER_KERNELS, FOURIER_SAMPLERS, RandomFourierFeatures
+from gprf.features.sketches import SKETCHES, PolynomialSketch
 from gprf.features.spectral import SPECTRA, StationarySpectrum
 
-__all__ = ["FOURIER_KERNELS", "FOURIER_SAMPLERS", "SPECTRA", "FeatureMap", "RandomFourierFeatures", "StationarySpectrum"]
+__all__ = [
+    "FOURIER_KERNELS",
+    "FOURIER_SAMPLERS",
+    "SKETCHES",
+    "SPECTRA",
+    "FeatureMap",
+    "PolynomialSketch",
+    "RandomFourierFeatures",
+    "StationarySpectrum",
+]

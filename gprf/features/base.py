@@ -120,19 +120,20 @@ class FeatureMap(torch.nn.Module, ABC):
         """Features :math:`\\Phi(x)`, shape ``(..., n, num_features)``, real or complex."""
         check_features_input(x, self.input_dim, type(self).__name__)
         dtype = self._buffer_dtype()
-        if x.dtype != dtype:
+        if dtype is not None and x.dtype != dtype:
             raise TypeError(
                 f"{type(self).__name__} holds {dtype} draws but got {x.dtype} inputs; convert the inputs or "
                 f"call .to({x.dtype}) on the feature map (or model)."
             )
         return self._featurize(x)
 
-    def _buffer_dtype(self) -> torch.dtype:
+    def _buffer_dtype(self) -> torch.dtype | None:
+        """The floating dtype of the draws (``None`` for maps without floating draws)."""
         for name in self._random_buffer_names:
             buffer = getattr(self, name)
             if buffer.is_floating_point():
                 return buffer.dtype
-        return torch.get_default_dtype()
+        return None
 
     @abstractmethod
     def _featurize(self, x: Tensor) -> Tensor:

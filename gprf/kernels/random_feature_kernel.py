@@ -83,6 +83,12 @@ class RandomFeatureKernel(FeatureKernel):
     def exact(self) -> Kernel:
         """The exact target kernel, sharing this kernel's hyperparameters (for metrics and comparisons)."""
 
+    def _tie_lengthscale(self, exact: Kernel) -> Kernel:
+        """Make ``exact`` share this kernel's lengthscale parameter and constraint (one source of truth)."""
+        exact.raw_lengthscale = self.raw_lengthscale
+        exact.register_constraint("raw_lengthscale", self.raw_lengthscale_constraint)
+        return exact.to(self.raw_lengthscale)
+
     # Keep the feature draws aligned with the batch of the hyperparameters.
     def __getitem__(self, index) -> Kernel:
         new_kernel = super().__getitem__(index)

@@ -59,6 +59,4 @@ class RandomFourierKernel(RandomFeatureKernel):
         kwargs = dict(ard_num_dims=self.ard_num_dims, batch_shape=self.batch_shape, active_dims=self.active_dims)
         name = self.feature_map.kernel
         exact = RBFKernel(**kwargs) if name == "rbf" else MaternKernel(nu=_MATERN_NU[name], **kwargs)
-        exact.raw_lengthscale = self.raw_lengthscale
-        exact.register_constraint("raw_lengthscale", self.raw_lengthscale_constraint)
-        return exact.to(self.raw_lengthscale)
+        return self._tie_lengthscale(exact)

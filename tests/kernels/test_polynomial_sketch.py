@@ -1,0 +1,133 @@
+"""PolynomialSketchKernel: GPyTorch kernel contract, the exact target, complex real roots, GP training."""
+
+from __future__ import annotations
+
+import unittest
+
+import gpytorch
+import pytest
+import torch
+from gpytorch.kernels import ScaleKernel
+from linear_operator.operators import LowRankRootLinearOperator
+
+from gprf.kernels import PolynomialSketchKernel, ScaledPolynomialKernel
+from gprf.prediction import FeatureSpacePredictionStrategy
+from tests.kernels.test_random_fourier import SEED, RandomFeatureKernelTestCase, _num_dims
+from tests.prediction.conftest import ExactModel
+
+
+class TestGaussianSketchKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+    def create_kernel_no_ard(self, **kwargs):
+        return PolynomialSketchKernel(64, _num_dims(kwargs, 2), degree=2, bias=1.0, seed=SEED, **kwargs)
+
+    def create_kernel_ard(self, num_dims, **kwargs):
+        return PolynomialSketchKernel(64, num_dims, degree=2, bias=1.0, ard_num_dims=num_dims, seed=SEED, **kwargs)
+
+
+class TestComplexSRHTKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+    def create_kernel_no_ard(self, **kwargs):
+        return PolynomialSketchKernel(32, _num_dims(kwargs, 2), degree=3, sketch="srht", complex=True, seed=SEED, **kwargs)
+
+    def create_kernel_ard(self, num_dims, **kwargs):
+        return PolynomialSketchKernel(
+            32, num_dims, degree=3, sketch="srht", complex=True, ard_num_dims=num_dims, seed=SEED, **kwargs
+        )
+
+
+class TestTensorSketchKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+    def create_kernel_no_ard(self, **kwargs):
+        return PolynomialSketchKernel(64, _num_dims(kwargs, 2), degree=2, sketch="tensorsketch", seed=SEED, **kwargs)
+
+    def create_kernel_ard(self, num_dims, **kwargs):
+        return PolynomialSketchKernel(
+            64, num_dims, degree=2, sketch="tensorsketch", ard_num_dims=num_dims, seed=SEED, **kwargs
+        )
+
+
+class TestScaledPolynomialKernel(unittest.TestCase, gpytorch.test.base_kernel_test_case.BaseKernelTestCase):
+    def create_kernel_no_ard(self, **kwargs):
+        return ScaledPolynomialKernel(degree=3, bias=0.5, **kwargs)
+
+    def create_kernel_ard(self, num_dims, **kwargs):
+        return ScaledPolynomialKernel(degree=3, bias=0.5, ard_num_dims=num_dims, **kwargs)
+
+
+def _x(n=12, d=3, seed=0):
+    return torch.rand(n, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def test_exact_kernels_match_their_formulas():
+    x, y = _x(), _x(7, seed=1)
+    poly = ScaledPolynomialKernel(degree=3, bias=0.5, ard_num_dims=3).double()
+    poly.lengthscale = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
+    expected = ((x / poly.lengthscale) @ (y / poly.lengthscale).mT + 0.5) ** 3
+    torch.testing.assert_close(poly(x, y).to_dense(), expected)
+    torch.testing.assert_close(poly(x, diag=True), ((x / poly.lengthscale).square().sum(-1) + 0.5) ** 3)
+    from gprf.kernels import ExponentialDotProductKernel
+
+    exponential = ExponentialDotProductKernel().double()
+    exponential.lengthscale = 1.3
+    torch.testing.assert_close(exponential(x, y).to_dense(), torch.exp(x @ y.mT / 1.3**2))
+    # exp(x.y) e^{-|x|^2/2} e^{-|y|^2/2} is the RBF kernel (what Maclaurin features build on).
+    rbf = gpytorch.kernels.RBFKernel().double()
+    rbf.lengthscale = 1.3
+    damping = torch.exp(-0.5 * (x / 1.3).square().sum(-1))[:, None] * torch.exp(-0.5 * (y / 1.3).square().sum(-1))[None]
+    torch.testing.assert_close(exponential(x, y).to_dense() * damping, rbf(x, y).to_dense())
+
+
+@pytest.mark.parametrize(("sketch", "is_complex"), [("gaussian", False), ("rademacher", True), ("srht", False), ("srht", True)])
+def test_kernel_is_the_sketch_of_scaled_inputs_and_exact_is_tied(sketch, is_complex):
+    kernel = PolynomialSketchKernel(16, num_dims=3, degree=2, sketch=sketch, complex=is_complex, bias=1.0, ard_num_dims=3, seed=0).double()
+    kernel.lengthscale = torch.tensor([0.7, 1.5, 2.5], dtype=torch.float64)
+    x = _x()
+    phi = kernel.feature_map(x / kernel.lengthscale)
+    covar = kernel(x).evaluate_kernel()
+    assert isinstance(covar, LowRankRootLinearOperator)
+    assert covar.root.shape[-1] == (32 if is_complex else 16) == kernel.num_features
+    torch.testing.assert_close(covar.to_dense(), (phi @ phi.conj().mT).real)
+    exact = kernel.exact()
+    assert exact.raw_lengthscale is kernel.raw_lengthscale and exact.degree == 2 and exact.bias == 1.0
+    torch.testing.assert_close(
+        exact(x, diag=True), kernel.feature_map.expected_kernel(x / kernel.lengthscale, x / kernel.lengthscale)
+    )
+
+
+@pytest.mark.parametrize("is_complex", [False, True])
+def test_gp_training_and_prediction(is_complex):
+    generator = torch.Generator().manual_seed(3)
+    x = torch.rand(150, 4, generator=generator, dtype=torch.float64)
+    y = (x.sum(-1) - 2) ** 2 + 0.05 * torch.randn(150, generator=generator, dtype=torch.float64)
+    covar = ScaleKernel(PolynomialSketchKernel(256, num_dims=4, degree=2, sketch="srht", complex=is_complex, bias=1.0, seed=0))
+    model = ExactModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), covar).double()
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    losses = []
+    for _ in range(50):
+        optimizer.zero_grad()
+        loss = -mll(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] - 0.5
+    model.eval()
+    test_x = torch.rand(60, 4, generator=generator, dtype=torch.float64)
+    test_y = (test_x.sum(-1) - 2) ** 2
+    posterior = model(test_x)
+    assert isinstance(model.prediction_strategy, FeatureSpacePredictionStrategy)
+    assert (posterior.mean - test_y).square().mean().sqrt() < 0.2 * test_y.std()
+    assert (posterior.variance > 0).all()
+
+
+def test_bad_input_errors():
+    with pytest.raises(ValueError, match="degree"):
+        PolynomialSketchKernel(16, num_dims=2, degree=-1)
+    with pytest.raises(ValueError, match="complex TensorSketch is not supported"):
+        PolynomialSketchKernel(16, num_dims=2, sketch="tensorsketch", complex=True)
+    with pytest.raises(ValueError, match="bias"):
+        PolynomialSketchKernel(16, num_dims=2, bias=-1.0)
+    with pytest.raises(ValueError, match="'srht'"):
+        PolynomialSketchKernel(16, num_dims=2, sketch="hadamard")
+    with pytest.raises(ValueError, match="num_dims"):
+        PolynomialSketchKernel(16)
+    with pytest.raises(ValueError, match="degree"):
+        ScaledPolynomialKernel(degree=2.5)
