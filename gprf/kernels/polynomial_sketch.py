@@ -28,7 +28,8 @@ class PolynomialSketchKernel(RandomFeatureKernel):
         bias: :math:`c \ge 0` (a constant: with ``ScaleKernel`` and the lengthscale any :math:`c > 0` spans the
             same kernels, see :class:`~gprf.kernels.ScaledPolynomialKernel`).
         seed: Seed of the draws.
-        kwargs: GPyTorch ``Kernel`` arguments (``ard_num_dims``, ``batch_shape``, priors, ...).
+        kwargs: ``posterior="real_kernel"|"complex"`` (see :class:`~gprf.kernels.RandomFeatureKernel`) and
+            GPyTorch ``Kernel`` arguments (``ard_num_dims``, ``batch_shape``, priors, ...).
 
     Example:
         >>> covar_module = ScaleKernel(PolynomialSketchKernel(512, num_dims=8, degree=3, sketch="srht", complex=True))

@@ -8,8 +8,12 @@ import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
+from gprf._checks import check_choice
 from gprf.features import FeatureMap
 from gprf.kernels.feature_kernel import FeatureKernel
+from gprf.prediction import ComplexFeaturePredictionStrategy, FeatureSpacePredictionStrategy
+
+POSTERIORS = ("real_kernel", "complex")
 
 
 def resolve_num_dims(num_dims: int | None, ard_num_dims: int | None, active_dims, owner: str) -> int:
@@ -38,12 +42,22 @@ class RandomFeatureKernel(FeatureKernel):
     (:meth:`resample_features` redraws them).
 
     Wrap in :class:`~gpytorch.kernels.ScaleKernel` for an amplitude, as with any GPyTorch kernel.
+
+    Complex feature maps offer two posteriors, chosen with ``posterior``:
+
+    * ``"real_kernel"`` (default): the ordinary GP with the real kernel :math:`\mathrm{Re}\,\Phi\Phi^H`
+      through the real root :math:`[\mathrm{Re}\,\Phi, \mathrm{Im}\,\Phi]`
+      (:class:`~gprf.prediction.FeatureSpacePredictionStrategy`);
+    * ``"complex"``: the real part of the complex-feature GP posterior (paper 000, App. D,
+      :class:`~gprf.prediction.ComplexFeaturePredictionStrategy`). The marginal likelihood used for training
+      is the real-part kernel's either way. For real feature maps both coincide.
     """
 
     has_lengthscale = True
 
-    def __init__(self, feature_map: FeatureMap, **kwargs) -> None:
+    def __init__(self, feature_map: FeatureMap, posterior: str = "real_kernel", **kwargs) -> None:
         super().__init__(**kwargs)
+        self.posterior = check_choice(posterior, "posterior", POSTERIORS)
         if feature_map.batch_shape != self.batch_shape:
             raise ValueError(
                 f"feature_map.batch_shape {tuple(feature_map.batch_shape)} differs from the kernel's "
@@ -78,6 +92,17 @@ class RandomFeatureKernel(FeatureKernel):
     def resample_features(self, generator: torch.Generator | None = None) -> None:
         """Redraw the random features in place (see :meth:`gprf.features.FeatureMap.resample`)."""
         self.feature_map.resample(generator)
+
+    def prediction_strategy(self, train_inputs, train_prior_dist, train_labels, likelihood):
+        if self.posterior == "complex" and self.feature_map.is_complex:
+            return ComplexFeaturePredictionStrategy(
+                train_inputs,
+                train_prior_dist,
+                train_labels,
+                likelihood,
+                num_complex_features=self.feature_map.num_features,
+            )
+        return FeatureSpacePredictionStrategy(train_inputs, train_prior_dist, train_labels, likelihood)
 
     @abstractmethod
     def exact(self) -> Kernel:

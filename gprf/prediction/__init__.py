@@ -1,6 +1,15 @@
 """Prediction strategies for random-feature GPs (never form an N x N matrix)."""
 
 from gprf.prediction.capacitance import CapacitanceFactor
-from gprf.prediction.feature_space import FeatureSpacePredictionStrategy, WeightSpacePosterior
+from gprf.prediction.feature_space import (
+    ComplexFeaturePredictionStrategy,
+    FeatureSpacePredictionStrategy,
+    WeightSpacePosterior,
+)
 
-__all__ = ["CapacitanceFactor", "FeatureSpacePredictionStrategy", "WeightSpacePosterior"]
+__all__ = [
+    "CapacitanceFactor",
+    "ComplexFeaturePredictionStrategy",
+    "FeatureSpacePredictionStrategy",
+    "WeightSpacePosterior",
+]

@@ -1,4 +1,4 @@
-r"""Factored capacitance matrix :math:`C = I + R^\top\Sigma^{-1}R` with cheap low-rank updates."""
+r"""Factored capacitance matrix :math:`C = I + R^H\Sigma^{-1}R` with cheap low-rank updates."""
 
 from __future__ import annotations
 
@@ -10,13 +10,16 @@ from torch import Tensor
 
 @dataclass(frozen=True)
 class CapacitanceFactor:
-    r"""A root :math:`G` of the :math:`F\times F` capacitance :math:`C = GG^\top`, kept in float64.
+    r"""A root :math:`G` of the :math:`F\times F` capacitance :math:`C = GG^H`, kept in float64 or complex128.
+
+    Real symmetric and complex Hermitian capacitances are handled alike (``^H`` is the transpose for real
+    tensors); complex ones arise from complex feature maps (:class:`~gprf.prediction.ComplexFeaturePredictionStrategy`).
 
     :math:`G = L S_1 \cdots S_k` with :math:`L` the Cholesky factor of the initial capacitance and one
-    factor :math:`S_j = I + Q_j(T_j - I)Q_j^\top` per low-rank update :math:`C \leftarrow C + UU^\top`:
-    with :math:`V = G^{-1}U = Q_j R_j` (thin QR) and :math:`T_j T_j^\top = I + R_jR_j^\top` one checks
-    :math:`S_jS_j^\top = I + VV^\top`, so :math:`G S_j (G S_j)^\top = C + UU^\top`, and
-    :math:`S_j^{-1} = I + Q_j(T_j^{-1} - I)Q_j^\top`. An update with ``m`` columns costs
+    factor :math:`S_j = I + Q_j(T_j - I)Q_j^H` per low-rank update :math:`C \leftarrow C + UU^H`:
+    with :math:`V = G^{-1}U = Q_j R_j` (thin QR) and :math:`T_j T_j^H = I + R_jR_j^H` one checks
+    :math:`S_jS_j^H = I + VV^H`, so :math:`G S_j (G S_j)^H = C + UU^H`, and
+    :math:`S_j^{-1} = I + Q_j(T_j^{-1} - I)Q_j^H`. An update with ``m`` columns costs
     :math:`O(F^2 m + F m^2)`; nothing of size :math:`N` or :math:`F^3` is recomputed.
     """
 
@@ -25,7 +28,7 @@ class CapacitanceFactor:
 
     @classmethod
     def from_gram(cls, gram: Tensor) -> CapacitanceFactor:
-        """Factor :math:`I + \\text{gram}` (float64); the identity makes it positive definite."""
+        """Factor :math:`I + \\text{gram}` (Hermitian); the identity makes it positive definite."""
         eye = torch.eye(gram.size(-1), dtype=gram.dtype, device=gram.device)
         chol, info = torch.linalg.cholesky_ex(gram + eye)
         if info.any():  # one sync per factorisation, never per forward pass
@@ -39,17 +42,17 @@ class CapacitanceFactor:
         """:math:`G^{-1}\\,\\text{rhs}` for ``rhs`` of shape ``(..., F, k)``."""
         z = torch.linalg.solve_triangular(self.cholesky, rhs, upper=False)
         for q, t in self.updates:
-            qz = q.mT @ z
+            qz = q.mH @ z
             z = z + q @ (torch.linalg.solve_triangular(t, qz, upper=False) - qz)
         return z
 
     def solve_root_transpose(self, rhs: Tensor) -> Tensor:
-        """:math:`G^{-\\top}\\,\\text{rhs}`."""
+        """:math:`G^{-H}\\,\\text{rhs}`."""
         z = rhs
         for q, t in reversed(self.updates):
-            qz = q.mT @ z
-            z = z + q @ (torch.linalg.solve_triangular(t.mT, qz, upper=True) - qz)
-        return torch.linalg.solve_triangular(self.cholesky.mT, z, upper=True)
+            qz = q.mH @ z
+            z = z + q @ (torch.linalg.solve_triangular(t.mH, qz, upper=True) - qz)
+        return torch.linalg.solve_triangular(self.cholesky.mH, z, upper=True)
 
     def solve(self, rhs: Tensor) -> Tensor:
         """:math:`C^{-1}\\,\\text{rhs}`."""
@@ -57,15 +60,15 @@ class CapacitanceFactor:
 
     def logdet(self) -> Tensor:
         """:math:`\\log\\det C`."""
-        total = 2 * self.cholesky.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+        total = 2 * self.cholesky.diagonal(dim1=-2, dim2=-1).real.log().sum(-1)
         for _, t in self.updates:
-            total = total + 2 * t.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+            total = total + 2 * t.diagonal(dim1=-2, dim2=-1).real.log().sum(-1)
         return total
 
     def update(self, columns: Tensor) -> CapacitanceFactor:
-        """The factor of :math:`C + UU^\\top` for ``columns`` :math:`U` of shape ``(..., F, m)``."""
+        """The factor of :math:`C + UU^H` for ``columns`` :math:`U` of shape ``(..., F, m)``."""
         v = self.solve_root(columns)
         q, r = torch.linalg.qr(v)
         eye = torch.eye(r.size(-2), dtype=r.dtype, device=r.device)
-        t = torch.linalg.cholesky(eye + r @ r.mT)
+        t = torch.linalg.cholesky(eye + r @ r.mH)
         return CapacitanceFactor(self.cholesky, (*self.updates, (q, t)))
