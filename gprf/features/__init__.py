@@ -2,6 +2,8 @@
 
 from gprf.features.base import FeatureMap
 from gprf.features.fourier import FOURIER_KERNELS, FOURIER_SAMPLERS, RandomFourierFeatures
+from gprf.features.maclaurin import MaclaurinFeatures
+from gprf.features.maclaurin_allocation import MaclaurinAllocation, optimize_maclaurin_allocation
 from gprf.features.sketches import SKETCHES, PolynomialSketch
 from gprf.features.spectral import SPECTRA, StationarySpectrum
 
@@ -11,7 +13,10 @@ __all__ = [
     "SKETCHES",
     "SPECTRA",
     "FeatureMap",
+    "MaclaurinAllocation",
+    "MaclaurinFeatures",
     "PolynomialSketch",
     "RandomFourierFeatures",
     "StationarySpectrum",
+    "optimize_maclaurin_allocation",
 ]

@@ -3,6 +3,7 @@
 from gprf.kernels.dot_product import DotProductKernel, ExponentialDotProductKernel, ScaledPolynomialKernel
 from gprf.kernels.feature_kernel import FeatureKernel
 from gprf.kernels.feature_sum import FeatureSumKernel
+from gprf.kernels.maclaurin import MaclaurinKernel
 from gprf.kernels.polynomial_sketch import PolynomialSketchKernel
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 from gprf.kernels.random_fourier import RandomFourierKernel
@@ -12,6 +13,7 @@ __all__ = [
     "ExponentialDotProductKernel",
     "FeatureKernel",
     "FeatureSumKernel",
+    "MaclaurinKernel",
     "PolynomialSketchKernel",
     "RandomFeatureKernel",
     "RandomFourierKernel",
