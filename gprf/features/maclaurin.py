@@ -86,6 +86,9 @@ class MaclaurinFeatures(FeatureMap):
         generator = self._generator()
         counts = self._initial_counts(allocation, generator)
         self.register_buffer("allocation", torch.tensor(counts, dtype=torch.long))
+        # sqrt(a_n) per sketch, times sqrt(D_n / (p(n)(F-1))) for random Maclaurin: a buffer, so that a state
+        # loaded into a map built with another allocation mode keeps its scaling.
+        self.register_buffer("degree_scales", torch.zeros(0))
         self.sketches = torch.nn.ModuleList()
         self._build_sketches(counts, generator)
 
@@ -93,6 +96,9 @@ class MaclaurinFeatures(FeatureMap):
     def coefficients(self, max_degree: int) -> Tensor:
         """:math:`a_0..a_{\\max}` (float64)."""
         return maclaurin_coefficients(self.kernel, self.degree, self.bias, max_degree)
+
+    def _buffer_dtype(self) -> torch.dtype:
+        return self.center.dtype
 
     def _support(self) -> list[int]:
         """Degrees >= 1 that random Maclaurin may draw (a_n > 0, up to max_degree)."""
@@ -141,8 +147,13 @@ class MaclaurinFeatures(FeatureMap):
                 f"num_features={self.num_features} is too small: the constant feature plus one feature per degree "
                 f"up to min_degree={self.min_degree} needs num_features >= {self.min_degree + 1}."
             )
-        share, extra = divmod(budget, self.min_degree)
-        return [share + (1 if n < extra else 0) for n in range(self.min_degree)]
+        a = self.coefficients(self.min_degree)
+        useful = [n for n in range(1, self.min_degree + 1) if a[n] > 0] or [self.min_degree]
+        share, extra = divmod(budget, len(useful))
+        counts = [0] * max(useful)
+        for rank, n in enumerate(useful):
+            counts[n - 1] = share + (1 if rank < extra else 0)
+        return counts
 
     def _build_sketches(self, counts: list[int], generator: torch.Generator) -> None:
         dtype = self.center.dtype
@@ -158,7 +169,7 @@ class MaclaurinFeatures(FeatureMap):
             sketches.append(sketch.to(device=device, dtype=dtype))
         self.sketches = torch.nn.ModuleList(sketches)
         self.allocation = torch.tensor(counts, dtype=torch.long, device=device)
-        a = self.coefficients(len(counts) if self.max_degree is None else max(len(counts), 1))
+        a = self.coefficients(max(len(counts), 1))
         scales = []
         for sketch in self.sketches:
             n, count = sketch.degree, sketch.num_features
@@ -166,7 +177,7 @@ class MaclaurinFeatures(FeatureMap):
             if self.allocation_mode == "random":
                 scale *= math.sqrt(count / (self._degree_probability(n) * (self.num_features - 1)))
             scales.append(scale)
-        self._scales = scales
+        self.degree_scales = torch.tensor(scales, dtype=dtype, device=device)
         self.draw_version += 1
 
     @property
@@ -209,8 +220,11 @@ class MaclaurinFeatures(FeatureMap):
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
         stored = state_dict.get(prefix + "allocation")
         if stored is not None and stored.tolist() != self.counts:
-            # Shapes follow the allocation: rebuild before the children load their draws.
+            # Shapes follow the allocation: rebuild before the children load their draws (and the scales).
             self._build_sketches(stored.tolist(), self._generator())
+        scales = state_dict.get(prefix + "degree_scales")
+        if scales is not None and scales.shape != self.degree_scales.shape:
+            self.degree_scales = torch.zeros_like(scales, dtype=self.degree_scales.dtype)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _map_random_buffers(self, fn, batch_shape: torch.Size) -> FeatureMap:
@@ -227,7 +241,7 @@ class MaclaurinFeatures(FeatureMap):
         batch = torch.broadcast_shapes(x.shape[:-2], self.batch_shape)
         a0 = float(self.coefficients(0)[0])
         constant = z.new_full((*batch, z.size(-2), 1), math.sqrt(a0))
-        blocks = [constant] + [scale * sketch(z) for scale, sketch in zip(self._scales, self.sketches)]
+        blocks = [constant] + [scale * sketch(z) for scale, sketch in zip(self.degree_scales, self.sketches)]
         dtype = torch.promote_types(z.dtype, torch.complex64) if self.is_complex else z.dtype
         features = torch.cat([block.expand(*batch, *block.shape[-2:]).to(dtype) for block in blocks], dim=-1)
         if self.kernel == "gaussian":
@@ -258,7 +272,7 @@ class MaclaurinFeatures(FeatureMap):
             raise NotImplementedError("No closed-form variance for random Maclaurin (the degrees are random).")
         z1, z2 = self._centred(x1), self._centred(x2)
         total = torch.zeros(z1.shape[:-1], dtype=z1.dtype, device=z1.device)
-        for scale, sketch in zip(self._scales, self.sketches):
+        for scale, sketch in zip(self.degree_scales, self.sketches):
             total = total + scale**4 * sketch.variance(z1, z2, part)
         return self._prefactor(z1, z2).square() * total
 

@@ -61,7 +61,11 @@ def _pair_moments(x: Tensor, kernel_name: str, coefficients: Tensor, sketch: str
         log_pref = -0.5 * (sq_norms[:, None] + sq_norms[None, :])
         pref = log_pref.exp()
         target = (log_pref + gram).exp()
-    else:
+    elif kernel_name == "exponential":
+        # The exact kernel, not its expansion up to max_degree (which would make B(max_degree) = 0).
+        pref = torch.ones_like(gram)
+        target = gram.exp()
+    else:  # polynomial: the expansion up to the degree is exact
         pref = torch.ones_like(gram)
         target = sum(coefficients[n] * gram.pow(n) for n in range(max_degree + 1))
 
@@ -114,11 +118,14 @@ def _greedy(budget: int, weights: list[float], stats: _DegreeStatistics, truncat
     def cost(n: int, count: int) -> float:  # n is 1-based
         return weights[n] * _degree_cost(count, variances[n - 1], corrections[n - 1], padded_dim)
 
-    counts = [1] * truncation
-    current = [cost(n, 1) for n in range(1, truncation + 1)]
-    for _ in range(budget - truncation):
-        best, best_gain, best_cost = 1, 0.0, None
-        for n in range(1, truncation + 1):
+    # Degrees with a_n = 0 (e.g. a polynomial kernel without bias) contribute nothing: no features.
+    active = [n for n in range(1, truncation + 1) if weights[n] > 0]
+    counts = [1 if n in active else 0 for n in range(1, truncation + 1)]
+    current = [cost(n, 1) if n in active else 0.0 for n in range(1, truncation + 1)]
+    fallback = active[0]  # "none improves": the lowest useful degree (degree 1 unless a_1 = 0)
+    for _ in range(budget - len(active)):
+        best, best_gain, best_cost = fallback, 0.0, None
+        for n in active:
             new_cost = cost(n, counts[n - 1] + 1)
             gain = current[n - 1] - new_cost
             if gain > 0 and gain >= best_gain:  # ">=": ties go to the higher degree
@@ -144,16 +151,19 @@ def allocate_from_coefficients(
     budget = num_features - 1
     max_degree = min(max_degree, coefficients.numel() - 1)
     min_degree = min(min_degree, max_degree)
-    if budget < min_degree:
+    useful = sum(float(a) > 0 for a in coefficients[1 : min_degree + 1])
+    if budget < useful:
         raise ValueError(
             f"num_features={num_features} is too small: the constant feature plus one feature per degree up to "
-            f"min_degree={min_degree} needs num_features >= {min_degree + 1}."
+            f"min_degree={min_degree} needs num_features >= {useful + 1}."
         )
     coefficients = coefficients.to(torch.float64)[: max_degree + 1]
     stats = _pair_moments(x, kernel, coefficients, sketch, is_complex, padded_dim)
     weights = coefficients.square().tolist()
     best = None
-    for truncation in range(min_degree, min(max_degree, budget) + 1):
+    for truncation in range(min_degree, max_degree + 1):
+        if sum(w > 0 for w in weights[1 : truncation + 1]) > budget or not any(weights[1 : truncation + 1]):
+            continue
         counts, variance = _greedy(budget, weights, stats, truncation, padded_dim)
         score = variance + stats.squared_bias[truncation].item()
         if best is None or score < best[0]:

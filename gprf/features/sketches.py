@@ -122,7 +122,7 @@ class PolynomialSketch(FeatureMap):
             shape = (*batch, self.num_blocks, p, self.padded_dim)
             return {
                 "signs": _rademacher(shape, generator, self.is_complex),
-                "permutations": torch.rand(*shape, generator=generator).argsort(dim=-1),
+                "permutations": torch.rand(*shape, generator=generator, dtype=torch.float64).argsort(dim=-1),
             }
         return {
             "hashes": torch.randint(0, f, (*batch, p, d), generator=generator),
