@@ -4,16 +4,17 @@ Adding a method is one :func:`register` call with a factory that builds a
 :class:`~gprf.kernels.RandomFeatureKernel` from an :class:`ApproximationRequest`::
 
     register(Approximation(
-        name="maclaurin",
-        summary="optimized Maclaurin features (paper 000, Alg. 2-3)",
-        factory=lambda req: MaclaurinKernel(req.num_features, req.num_dims, seed=req.seed,
-                                            data=req.train_x / req.lengthscale),
-        kernels=("rbf",),
+        name="my-orf",
+        summary="orthogonal random features, my variant",
+        factory=lambda req: RandomFourierKernel(req.num_features, req.num_dims, sampler="orthogonal",
+                                                seed=req.seed, ard_num_dims=req.num_dims),
     ))
 
 ``compare`` wraps the kernel in ``ScaleKernel`` and copies the exact GP's fitted hyperparameters into
-it (mean constant, outputscale, lengthscale, noise), so factories only need the shape, seed and, for
-data-dependent methods, the training inputs and lengthscale.
+it (mean constant, outputscale, lengthscale, noise) *after* the factory returns, so factories only need
+the shape, seed and, for data-dependent methods, the training inputs and lengthscale. A factory whose
+features depend on the lengthscale (the optimized Maclaurin allocation) sets ``request.lengthscale``
+itself before fitting them (see the Maclaurin factories at the end of this module).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from gprf.cli.models import EXACT_KERNELS
-from gprf.kernels import RandomFourierKernel
+from gprf.kernels import MaclaurinKernel, RandomFourierKernel
 
 
 @dataclass(frozen=True)
@@ -114,3 +115,55 @@ for _name, _sampler, _summary in (
     ("qmc", "qmc", "quasi-Monte-Carlo Fourier features, scrambled Sobol (Yang et al. 2014)"),
 ):
     register(Approximation(_name, _summary, _fourier(_sampler), check_num_features=_even_features))
+
+
+# ---------------------------------------------------------------------------------------- Maclaurin
+#: The optimizer needs the constant feature plus one feature per degree up to ``min_degree``.
+MACLAURIN_MIN_DEGREE = 2
+
+
+def _maclaurin_features(num_features: int) -> str | None:
+    if num_features < MACLAURIN_MIN_DEGREE + 1:
+        return (
+            f"optimized Maclaurin features need F >= {MACLAURIN_MIN_DEGREE + 1} (the constant feature plus one "
+            f"feature per degree up to min_degree={MACLAURIN_MIN_DEGREE}), got {num_features}"
+        )
+    return None
+
+
+def _maclaurin(sketch: str, is_complex: bool) -> Callable[[ApproximationRequest], Kernel]:
+    def factory(request: ApproximationRequest) -> Kernel:
+        kernel = MaclaurinKernel(
+            request.num_features,
+            request.num_dims,
+            kernel="gaussian",
+            sketch=sketch,
+            complex=is_complex,
+            min_degree=MACLAURIN_MIN_DEGREE,
+            seed=request.seed,
+            ard_num_dims=request.num_dims,
+        ).to(device=request.train_x.device, dtype=request.train_x.dtype)
+        # The allocation (and the centre) depend on the lengthscale: optimize them at the exact GP's
+        # lengthscale, on train_x / lengthscale, before compare copies the (same) hyperparameters in.
+        kernel.lengthscale = request.lengthscale.to(request.train_x).expand_as(kernel.lengthscale)
+        kernel.refit_allocation(request.train_x)  # the centre uses every row, the statistics <= 1000
+        return kernel
+
+    return factory
+
+
+for _name, _sketch, _complex, _summary in (
+    ("maclaurin-rad", "rademacher", False, "optimized Maclaurin features, Rademacher sketches (paper 000, Alg. 2-3)"),
+    ("maclaurin-srht", "srht", False, "optimized Maclaurin features, TensorSRHT sketches (paper 000, Alg. 2-3)"),
+    (
+        "maclaurin-srht-complex",
+        "srht",
+        True,
+        "optimized Maclaurin features, complex TensorSRHT; F complex features = 2F real columns (paper 000)",
+    ),
+):
+    register(
+        Approximation(
+            _name, _summary, _maclaurin(_sketch, _complex), kernels=("rbf",), check_num_features=_maclaurin_features
+        )
+    )

@@ -185,12 +185,13 @@ class MaclaurinFeatures(FeatureMap):
         """The allocation :math:`[D_1, \\ldots, D_m]` (constant feature excluded)."""
         return self.allocation.tolist()
 
-    def fit_allocation(self, x: Tensor) -> MaclaurinAllocation:
-        """Optimize the allocation on the sample ``x`` (already divided by the lengthscale) and rebuild the map.
+    def fit_allocation(self, x: Tensor, max_samples: int | None = 1000) -> MaclaurinAllocation:
+        """Optimize the allocation on the data ``x`` (already divided by the lengthscale) and rebuild the map.
 
-        For the Gaussian kernel the centre becomes the sample mean and the allocation is optimized on the
-        centred sample. Only for ``allocation="optimized"``. Returns the allocation with its expected
-        variance and squared bias on the sample.
+        For the Gaussian kernel the centre becomes the mean of ``x`` and the allocation is optimized on the
+        centred data. The pair statistics cost :math:`O(n^2)` time and memory, so at most ``max_samples``
+        rows (a seeded random subsample; ``None``: all) enter them. Only for ``allocation="optimized"``.
+        Returns the allocation with its expected variance and squared bias on the sample.
         """
         if self.allocation_mode != "optimized":
             raise ValueError(f"fit_allocation needs allocation='optimized', this map uses {self.allocation_mode!r}.")
@@ -200,6 +201,9 @@ class MaclaurinFeatures(FeatureMap):
         if self.kernel == "gaussian":
             self.center = x.mean(0).to(self.center)
             x = x - x.mean(0)
+        if max_samples is not None and x.size(0) > max_samples:
+            rows = torch.randperm(x.size(0), generator=self._generator())[:max_samples]
+            x = x[rows.to(x.device)]
         result = allocate_from_coefficients(
             x, self.num_features, self.coefficients(self.max_degree), self.kernel, self.sketch,
             self.is_complex, self.min_degree, self.max_degree,

@@ -13,8 +13,9 @@ splits into a truncation bias :math:`B(m)` and a variance :math:`\sum_n a_n^2 t_
 * TensorSRHT adds within-block covariances :math:`C_n` (mean of :math:`\text{pref}^2` times the bracket of
   Theorems 5/10); with :math:`P_n` ordered pairs inside blocks, :math:`t_n = V_n/D_n + P_nC_n/D_n^2` when
   :math:`D_n \le d` and :math:`C_n \le 0`, else the convex surrogate :math:`(V_n + (d-1)C_n)/D_n` (App. C),
-  which equals the exact value whenever :math:`D_n` is a multiple of :math:`d`. For degree 1 it vanishes at
-  :math:`D_1 = d`, so degree 1 saturates at :math:`d` features.
+  which equals the exact value whenever :math:`D_n` is a multiple of :math:`d`. Here :math:`d` is the
+  input dimension padded to a power of two. For degree 1 the cost vanishes at :math:`D_1 = d`, so degree 1
+  saturates at :math:`d` features (a degree-1 TensorSRHT block reproduces :math:`x^\top y` exactly).
 
 The incremental algorithm starts every truncation :math:`m \in [\text{min\_degree}, \text{max\_degree}]` at
 :math:`D_n = 1` and gives the remaining features one at a time to the degree whose cost drops most (ties to the

@@ -86,11 +86,14 @@ class MaclaurinKernel(RandomFeatureKernel):
         if train_inputs is not None:
             self.refit_allocation(train_inputs)
 
-    def refit_allocation(self, train_inputs: Tensor) -> MaclaurinAllocation:
+    def refit_allocation(self, train_inputs: Tensor, max_samples: int | None = 1000) -> MaclaurinAllocation:
         """Optimize the allocation on ``train_inputs / lengthscale`` (centred for the Gaussian kernel).
 
-        Redraws the features. Call ``model.train(); model.eval()`` afterwards if the model has already
-        predicted (its caches hold the old features).
+        At most ``max_samples`` rows enter the :math:`O(n^2)` pair statistics (see
+        :meth:`gprf.features.MaclaurinFeatures.fit_allocation`). Redraws the features. Call
+        ``model.train(); model.eval()`` afterwards if the model has already predicted (its caches hold the old
+        features). With ``train_inputs=`` at construction the allocation is fitted at the *initial*
+        lengthscale: set the lengthscale first or refit once it is known.
         """
         if self.active_dims is not None:
             train_inputs = train_inputs.index_select(-1, self.active_dims)
@@ -99,7 +102,7 @@ class MaclaurinKernel(RandomFeatureKernel):
         if scaled.dim() > 2:
             # Batched models (e.g. one batch member per output) share one allocation: use every point.
             scaled = scaled.reshape(-1, scaled.size(-1))
-        return self.feature_map.fit_allocation(scaled)
+        return self.feature_map.fit_allocation(scaled, max_samples=max_samples)
 
     def exact(self) -> Kernel:
         """RBF / exponential / polynomial kernel sharing this kernel's lengthscale parameter."""

@@ -59,3 +59,46 @@ def test_parse_methods_validates_names_kernels_and_feature_counts(monkeypatch):
     with pytest.raises(CLIError, match="'rbfonly' cannot approximate --kernel matern12"):
         parse_methods("rbfonly", "matern12", 8)
     assert "rbfonly" not in parse_methods(None, "matern12", 8)
+
+
+MACLAURIN_METHODS = ["maclaurin-rad", "maclaurin-srht", "maclaurin-srht-complex"]
+
+
+def test_maclaurin_methods_are_registered_for_the_rbf_kernel_only():
+    assert set(MACLAURIN_METHODS) <= set(methods_for_kernel("rbf"))
+    for kernel in ("matern12", "matern32", "matern52"):
+        assert not set(MACLAURIN_METHODS) & set(methods_for_kernel(kernel))
+    with pytest.raises(CLIError, match="F >= 3"):
+        parse_methods("maclaurin-srht", "rbf", 2)
+
+
+@pytest.mark.parametrize("name", MACLAURIN_METHODS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_maclaurin_factories_optimize_the_allocation_at_the_request_lengthscale(name, dtype):
+    from gprf.features import optimize_maclaurin_allocation
+
+    x = torch.randn(40, 3, generator=torch.Generator().manual_seed(1), dtype=dtype)
+    lengthscale = torch.tensor([[0.5, 1.0, 2.0]], dtype=dtype)
+    request = ApproximationRequest(24, 3, "rbf", seed=7, train_x=x, lengthscale=lengthscale)
+    kernel = APPROXIMATIONS[name].build(request)
+    assert isinstance(kernel, RandomFeatureKernel)
+    torch.testing.assert_close(kernel.lengthscale, lengthscale)
+    scaled = (x / lengthscale).double()
+    sketch = "rademacher" if name == "maclaurin-rad" else "srht"
+    expected = optimize_maclaurin_allocation(
+        scaled - scaled.mean(0), 24, kernel="gaussian", sketch=sketch, complex=name.endswith("complex")
+    )
+    assert kernel.feature_map.counts == expected.counts
+    torch.testing.assert_close(kernel.feature_map.center, scaled.mean(0).to(dtype))
+    features = kernel.features(x)
+    assert features.dtype == dtype
+    assert features.shape == (40, 48 if name.endswith("complex") else 24)  # complex: 2F real columns
+    torch.testing.assert_close(APPROXIMATIONS[name].build(request).features(x), features)
+
+
+def test_maclaurin_factories_centre_on_every_training_row():
+    # The O(n^2) allocation statistics subsample to 1000 rows inside the library; the centre uses all rows.
+    x = torch.randn(1100, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    request = ApproximationRequest(8, 2, "rbf", seed=0, train_x=x, lengthscale=torch.ones(1, 2, dtype=torch.float64))
+    kernel = APPROXIMATIONS["maclaurin-rad"].build(request)
+    torch.testing.assert_close(kernel.feature_map.center, x.mean(0))

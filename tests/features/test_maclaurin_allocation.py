@@ -277,3 +277,13 @@ def test_dtype_mismatch_names_the_maclaurin_map():
     features = MaclaurinFeatures(3, 10, allocation=[5, 4], seed=0).float()
     with pytest.raises(TypeError, match="MaclaurinFeatures holds torch.float32"):
         features(torch.zeros(2, 3, dtype=torch.float64))
+
+
+def test_fit_allocation_subsamples_the_pair_statistics():
+    x = torch.randn(300, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64) / 2
+    features = MaclaurinFeatures(3, 40, kernel="gaussian", seed=0).double()
+    features.fit_allocation(x, max_samples=100)
+    torch.testing.assert_close(features.center, x.mean(0))  # the centre uses every row
+    rows = torch.randperm(300, generator=torch.Generator().manual_seed(0))[:100]
+    expected = optimize_maclaurin_allocation((x - x.mean(0))[rows], 40, kernel="gaussian")
+    assert features.counts == expected.counts
