@@ -154,7 +154,8 @@ class FeatureMap(torch.nn.Module, ABC):
     # ------------------------------------------------------------------ closed forms
     def expected_kernel(self, x1: Tensor, x2: Tensor) -> Tensor:
         """:math:`E[\\hat k(x1_i, x2_i)]` row by row (the target kernel or its truncation), shape ``(..., n)``."""
-        raise NotImplementedError(f"{type(self).__name__} has no closed-form expected kernel.")
+        self._check_pair(x1, x2)
+        return self._expected_kernel(x1, x2)
 
     def variance(self, x1: Tensor, x2: Tensor, part: str = "real") -> Tensor:
         """Closed-form variance of :math:`\\hat k(x1_i, x2_i)` row by row, for the current ``num_features``.
@@ -162,7 +163,21 @@ class FeatureMap(torch.nn.Module, ABC):
         ``part="real"`` is the variance of the real-part estimate; ``part="total"`` is
         :math:`E|\\hat k - k|^2` (the same for real maps).
         """
+        self._check_part(part)
+        self._check_pair(x1, x2)
+        return self._variance(x1, x2, part)
+
+    def _expected_kernel(self, x1: Tensor, x2: Tensor) -> Tensor:
+        raise NotImplementedError(f"{type(self).__name__} has no closed-form expected kernel.")
+
+    def _variance(self, x1: Tensor, x2: Tensor, part: str) -> Tensor:
         raise NotImplementedError(f"{type(self).__name__} has no closed-form variance.")
+
+    def _check_pair(self, x1: Tensor, x2: Tensor) -> None:
+        for x in (x1, x2):
+            check_features_input(x, self.input_dim, type(self).__name__)
+        if x1.shape[-2] != x2.shape[-2]:
+            raise ValueError(f"x1 and x2 pair up row by row: got {x1.shape[-2]} and {x2.shape[-2]} rows.")
 
     @staticmethod
     def _check_part(part: str) -> str:

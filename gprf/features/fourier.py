@@ -137,13 +137,12 @@ class RandomFourierFeatures(FeatureMap):
         return torch.cat([torch.cos(w_x), torch.sin(w_x)], dim=-1) / math.sqrt(self.num_frequencies)
 
     # ------------------------------------------------------------------ closed forms
-    def expected_kernel(self, x1: Tensor, x2: Tensor) -> Tensor:
+    def _expected_kernel(self, x1: Tensor, x2: Tensor) -> Tensor:
         """The target kernel :math:`k(\\lVert x1_i - x2_i\\rVert)` (exact for iid, ORF and QMC)."""
         return self.spectrum.profile((x1 - x2).norm(dim=-1))
 
-    def variance(self, x1: Tensor, x2: Tensor, part: str = "real") -> Tensor:
+    def _variance(self, x1: Tensor, x2: Tensor, part: str) -> Tensor:
         """:math:`\\frac1m[(1 + k(2\\Delta))/2 - k(\\Delta)^2]` for ``sampler="iid"`` (real map: both parts agree)."""
-        self._check_part(part)
         if self.sampler != "iid":
             raise NotImplementedError(
                 f"No closed-form variance for sampler={self.sampler!r} (only 'iid'); estimate it by resampling."

@@ -257,7 +257,7 @@ class MaclaurinFeatures(FeatureMap):
             return torch.exp(-0.5 * (z1.square().sum(-1) + z2.square().sum(-1)))
         return torch.ones(z1.shape[:-1], dtype=z1.dtype, device=z1.device)
 
-    def expected_kernel(self, x1: Tensor, x2: Tensor) -> Tensor:
+    def _expected_kernel(self, x1: Tensor, x2: Tensor) -> Tensor:
         """The expansion truncated to the map's degrees (random: to ``max_degree``; ``None``: the full kernel)."""
         z1, z2 = self._centred(x1), self._centred(x2)
         if self.allocation_mode == "random" and self.max_degree is None:
@@ -269,9 +269,8 @@ class MaclaurinFeatures(FeatureMap):
         c = (z1 * z2).sum(-1)
         return self._prefactor(z1, z2) * sum(float(a[n]) * c.pow(n) for n in degrees)
 
-    def variance(self, x1: Tensor, x2: Tensor, part: str = "real") -> Tensor:
+    def _variance(self, x1: Tensor, x2: Tensor, part: str) -> Tensor:
         """:math:`\\text{pref}^2\\sum_n a_n^2\\,\\mathrm{Var}_n` over the independent per-degree sketches (fixed allocations)."""
-        self._check_part(part)
         if self.allocation_mode == "random":
             raise NotImplementedError("No closed-form variance for random Maclaurin (the degrees are random).")
         z1, z2 = self._centred(x1), self._centred(x2)

@@ -185,14 +185,13 @@ class PolynomialSketch(FeatureMap):
         return torch.fft.irfft(spectrum, n=f)
 
     # ------------------------------------------------------------------ closed forms
-    def expected_kernel(self, x1: Tensor, x2: Tensor) -> Tensor:
+    def _expected_kernel(self, x1: Tensor, x2: Tensor) -> Tensor:
         """:math:`(x1_i^\\top x2_i + \\text{bias})^p` row by row."""
         return ((x1 * x2).sum(-1) + self.bias).pow(self.degree)
 
-    def variance(self, x1: Tensor, x2: Tensor, part: str = "real") -> Tensor:
+    def _variance(self, x1: Tensor, x2: Tensor, part: str) -> Tensor:
         """Closed-form variance of :math:`\\hat k(x1_i, x2_i)` (inputs as passed to ``forward``); see
         :func:`gprf.features.sketch_variance.sketch_variance`."""
-        self._check_part(part)
         if self.sketch == "tensorsketch":
             raise NotImplementedError("TensorSketch has no closed-form variance in gprf; estimate it by resampling.")
         c, n, s = pair_statistics(self.augment(x1), self.augment(x2))

@@ -397,3 +397,12 @@ def test_dtype_mismatch_is_a_clear_error_for_every_sampler():
         features = RandomFourierFeatures(3, 8, sampler=sampler, seed=0).float()
         with pytest.raises(TypeError, match="float32 draws but got torch.float64"):
             features(torch.zeros(2, 3, dtype=torch.float64))
+
+
+def test_closed_forms_check_their_inputs():
+    features = RandomFourierFeatures(3, 8, seed=0).double()
+    x = torch.zeros(2, 3, dtype=torch.float64)
+    with pytest.raises(ValueError, match="num_dims=1"):
+        features.variance(torch.ones(2, 1, dtype=torch.float64), x)
+    with pytest.raises(ValueError, match="row by row"):
+        features.expected_kernel(x, torch.zeros(5, 3, dtype=torch.float64))
