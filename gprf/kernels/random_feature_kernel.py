@@ -57,13 +57,22 @@ class RandomFeatureKernel(FeatureKernel):
 
     def __init__(self, feature_map: FeatureMap, posterior: str = "real_kernel", **kwargs) -> None:
         super().__init__(**kwargs)
-        self.posterior = check_choice(posterior, "posterior", POSTERIORS)
+        self.posterior = posterior
         if feature_map.batch_shape != self.batch_shape:
             raise ValueError(
                 f"feature_map.batch_shape {tuple(feature_map.batch_shape)} differs from the kernel's "
                 f"batch_shape {tuple(self.batch_shape)}."
             )
         self.feature_map = feature_map
+
+    @property
+    def posterior(self) -> str:
+        """``"real_kernel"`` or ``"complex"`` (validated on assignment too)."""
+        return self._posterior
+
+    @posterior.setter
+    def posterior(self, value: str) -> None:
+        self._posterior = check_choice(value, "posterior", POSTERIORS)
 
     @property
     def num_features(self) -> int:

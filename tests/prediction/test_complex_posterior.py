@@ -109,6 +109,9 @@ def test_skip_variances_and_training_uses_real_part_kernel():
 def test_bad_input():
     with pytest.raises(ValueError, match="'real_kernel', 'complex'"):
         PolynomialSketchKernel(8, num_dims=2, complex=True, posterior="imaginary")
+    kernel = PolynomialSketchKernel(8, num_dims=2, complex=True)
+    with pytest.raises(ValueError, match="'real_kernel', 'complex'"):
+        kernel.posterior = "Complex"
     x, y = _data(n=20)
     model = _model(x, y, gpytorch.likelihoods.GaussianLikelihood())
     # A covariance that is not the lazily evaluated kernel: the complex posterior refuses instead of
