@@ -93,11 +93,12 @@ def test_kernel_is_the_sketch_of_scaled_inputs_and_exact_is_tied(sketch, is_comp
 
 
 @pytest.mark.parametrize("is_complex", [False, True])
+@pytest.mark.usefixtures("single_thread")
 def test_gp_training_and_prediction(is_complex):
     generator = torch.Generator().manual_seed(3)
     x = torch.rand(150, 4, generator=generator, dtype=torch.float64)
     y = (x.sum(-1) - 2) ** 2 + 0.05 * torch.randn(150, generator=generator, dtype=torch.float64)
-    covar = ScaleKernel(PolynomialSketchKernel(256, num_dims=4, degree=2, sketch="srht", complex=is_complex, bias=1.0, seed=0))
+    covar = ScaleKernel(PolynomialSketchKernel(64, num_dims=4, degree=2, sketch="srht", complex=is_complex, bias=1.0, seed=0))
     model = ExactModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), covar).double()
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
