@@ -159,17 +159,24 @@ class PolynomialSketch(FeatureMap):
         return features / math.sqrt(self.num_features)
 
     def _srht(self, z: Tensor) -> Tensor:
-        signs = self._complex("signs").unsqueeze(-4)  # (*batch, 1, blocks, p, d) against (..., n, 1, d)
+        # Signs (*batch, 1, blocks, p, d[, 2]) against inputs (..., n, 1, d). The input is real, so a complex
+        # sign pattern D = A + iB transforms as H(zA) + iH(zB): two real FWHTs, cheaper than a complex one.
+        signs = self.signs.unsqueeze(-4 - int(self.is_complex))
         permutations = self.permutations.unsqueeze(-4)
         padded = pad_to_power_of_two(z, dim=-1)
         if padded.size(-1) < self.padded_dim:  # a 1-d input is padded to 2 (d - 1 appears in the variance)
             padded = torch.nn.functional.pad(padded, (0, self.padded_dim - padded.size(-1)))
-        padded = padded.unsqueeze(-2).to(signs.dtype)
+        padded = padded.unsqueeze(-2)
         features = None
         for i in range(self.degree):
-            transformed = fwht(padded * signs[..., i, :])
-            index = permutations[..., i, :].expand(transformed.shape)
-            projected = transformed.gather(-1, index)
+            if self.is_complex:
+                real = fwht(padded * signs[..., i, :, 0])
+                index = permutations[..., i, :].expand(real.shape)
+                imag = fwht(padded * signs[..., i, :, 1]).gather(-1, index)
+                projected = torch.complex(real.gather(-1, index), imag)
+            else:
+                transformed = fwht(padded * signs[..., i, :])
+                projected = transformed.gather(-1, permutations[..., i, :].expand(transformed.shape))
             features = projected if features is None else features * projected
         return features.flatten(-2)[..., : self.num_features]
 
