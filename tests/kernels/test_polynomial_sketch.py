@@ -13,7 +13,7 @@ from linear_operator.operators import LowRankRootLinearOperator
 from gprf.kernels import PolynomialSketchKernel, ScaledPolynomialKernel
 from gprf.prediction import FeatureSpacePredictionStrategy
 from tests.kernels.test_random_fourier import SEED, RandomFeatureKernelTestCase, _num_dims
-from tests.prediction.conftest import ExactModel
+from tests.prediction.conftest import ExactModel, train_by_mll
 
 
 class TestGaussianSketchKernel(RandomFeatureKernelTestCase, unittest.TestCase):
@@ -100,15 +100,7 @@ def test_gp_training_and_prediction(is_complex):
     y = (x.sum(-1) - 2) ** 2 + 0.05 * torch.randn(150, generator=generator, dtype=torch.float64)
     covar = ScaleKernel(PolynomialSketchKernel(64, num_dims=4, degree=2, sketch="srht", complex=is_complex, bias=1.0, seed=0))
     model = ExactModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), covar).double()
-    mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
-    losses = []
-    for _ in range(50):
-        optimizer.zero_grad()
-        loss = -mll(model(x), y)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    losses = train_by_mll(model, x, y, steps=50)
     assert losses[-1] < losses[0] - 0.5
     model.eval()
     test_x = torch.rand(60, 4, generator=generator, dtype=torch.float64)

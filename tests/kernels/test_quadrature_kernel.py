@@ -13,7 +13,7 @@ from linear_operator.operators import LowRankRootLinearOperator
 
 from gprf.kernels import ArcCosineKernel, QuadratureKernel
 from tests.kernels.test_random_fourier import SEED, RandomFeatureKernelTestCase, _num_dims
-from tests.prediction.conftest import ExactModel, make_data
+from tests.prediction.conftest import ExactModel, make_data, train_by_mll
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -120,16 +120,7 @@ def test_exact_gp_training_loop(kernel):
     likelihood = gpytorch.likelihoods.GaussianLikelihood()
     covar = ScaleKernel(QuadratureKernel(8, num_dims=3, kernel=kernel, rotation="butterfly", seed=0))
     model = ExactModel(x, y, likelihood, covar).double()
-    mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
-    model.train()
-    losses = []
-    for _ in range(60):
-        optimizer.zero_grad()
-        loss = -mll(model(x), y)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    losses = train_by_mll(model, x, y, steps=60)
     assert losses[-1] < losses[0] - 0.3
     model.eval()
     with torch.no_grad():

@@ -61,3 +61,18 @@ def weight_space_prediction(model, train_x, train_y, test_x, noise):
 @pytest.fixture
 def data64():
     return make_data()
+
+
+def train_by_mll(model, x, y, steps: int, lr: float = 0.05) -> list[float]:
+    """Adam on the exact marginal likelihood (the user's usual loop); returns the losses."""
+    model.train()
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = -mll(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses

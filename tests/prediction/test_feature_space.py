@@ -7,14 +7,13 @@ from unittest import mock
 import gpytorch
 import pytest
 import torch
-from gpytorch.kernels import RBFKernel
 from linear_operator.operators import DenseLinearOperator, ZeroLinearOperator
 
 from gprf.exceptions import DispatchFallbackWarning
 from gprf.kernels import RandomFourierKernel
 from gprf.operators import FeatureRootAddedDiagLinearOperator
 from gprf.prediction import CapacitanceFactor, FeatureSpacePredictionStrategy
-from tests.prediction.conftest import ExactModel, make_data, make_model, weight_space_prediction
+from tests.prediction.conftest import ExactModel, make_data, make_model, train_by_mll, weight_space_prediction
 
 
 def test_dispatch_with_and_without_scale_kernel(data64):
@@ -198,16 +197,8 @@ def test_marginal_likelihood_uses_woodbury_path(data64):
 
 def test_training_improves_fit_and_predicts(data64):
     x, y = make_data(n=200)
-    model = make_model(x, y, num_features=128).train()
-    mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
-    losses = []
-    for _ in range(60):
-        optimizer.zero_grad()
-        loss = -mll(model(x), y)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+    model = make_model(x, y, num_features=128)
+    losses = train_by_mll(model, x, y, steps=60)
     assert losses[-1] < losses[0] - 0.5
     model.eval()
     test_x, test_y = make_data(n=100, seed=5)
