@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from gprf.features import FOURIER_KERNELS, FOURIER_SAMPLERS, FeatureMap, RandomFourierFeatures
+from tests.features.contract import check_resample_contract, random_buffers
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -34,8 +35,6 @@ def _inputs(*shape: int, seed: int = 0, dtype: torch.dtype = torch.float64) -> t
     return torch.randn(*shape, DIM, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(dtype)
 
 
-def _random_buffers(feature_map: RandomFourierFeatures) -> dict[str, torch.Tensor]:
-    return {name: getattr(feature_map, name) for name in feature_map._random_buffer_names}
 
 
 # ---------------------------------------------------------------------------------------- attributes
@@ -111,7 +110,7 @@ def test_buffers_created_eagerly(sampler):
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_buffers_use_default_dtype(sampler, dtype):
     feature_map = _build(sampler, dtype=dtype)
-    for value in _random_buffers(feature_map).values():
+    for value in random_buffers(feature_map).values():
         assert value.dtype == dtype
 
 
@@ -121,7 +120,7 @@ def test_to_float32_moves_buffers(sampler):
     x = _inputs(6)
     expected = feature_map(x)
     feature_map = feature_map.to(torch.float32)
-    for value in _random_buffers(feature_map).values():
+    for value in random_buffers(feature_map).values():
         assert value.dtype == torch.float32
     out = feature_map(x.float())
     assert out.dtype == torch.float32
@@ -134,7 +133,7 @@ def test_device(sampler, device, dtype):
     x = _inputs(5, dtype=dtype)
     expected = feature_map(x)
     moved = feature_map.to(device)
-    for value in _random_buffers(moved).values():
+    for value in random_buffers(moved).values():
         assert value.device.type == device.type
     out = moved(x.to(device))
     assert out.device.type == device.type and out.dtype == dtype
@@ -171,7 +170,7 @@ def test_pickle_and_deepcopy(sampler):
     expected = feature_map(x)
     for clone in (pickle.loads(pickle.dumps(feature_map)), copy.deepcopy(feature_map)):
         assert torch.equal(clone(x), expected)
-        for name, value in _random_buffers(clone).items():
+        for name, value in random_buffers(clone).items():
             assert value.data_ptr() != getattr(feature_map, name).data_ptr()  # an independent copy
         assert clone.batch_shape == feature_map.batch_shape
 
@@ -187,29 +186,14 @@ def test_same_seed_same_features_different_seed_different_features(sampler):
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_resample_with_generator_changes_draws_in_place_and_resample_restores_seed(sampler, float64):
     # (Built and resampled under the same default dtype: see tests/ops/test_qmc.py for why.)
-    feature_map = _build(sampler, batch_shape=(2,), seed=7)
-    x = _inputs(6)
-    original = feature_map(x)
-    pointers = {name: value.data_ptr() for name, value in _random_buffers(feature_map).items()}
-
-    feature_map.resample(torch.Generator().manual_seed(99))
-    redrawn = feature_map(x)
-    assert not torch.allclose(redrawn, original)
-    assert {name: value.data_ptr() for name, value in _random_buffers(feature_map).items()} == pointers
-    # A generator with the same state gives the same draws ...
-    other = _build(sampler, batch_shape=(2,), seed=8)
-    other.resample(torch.Generator().manual_seed(99))
-    assert torch.equal(other(x), redrawn)
-    # ... and resample() without a generator redraws the map's own seeded features.
-    feature_map.resample()
-    assert torch.equal(feature_map(x), original)
+    check_resample_contract(lambda **kwargs: _build(sampler, **kwargs), _inputs(6))
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_resample_keeps_dtype(sampler):
     feature_map = _build(sampler).to(torch.float32)
     feature_map.resample(torch.Generator().manual_seed(1))
-    for value in _random_buffers(feature_map).values():
+    for value in random_buffers(feature_map).values():
         assert value.dtype == torch.float32
 
 

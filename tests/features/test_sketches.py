@@ -37,6 +37,7 @@ import torch
 from scipy.linalg import hadamard
 
 from gprf.features import SKETCHES, FeatureMap, PolynomialSketch
+from tests.features.contract import check_resample_contract, random_buffers
 from gprf.features.sketch_variance import pair_statistics, sketch_variance
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -446,8 +447,6 @@ def _build(case: tuple[str, bool], degree: int = 2, num_features: int = 6, **kwa
     return _sketch(DIM, num_features, degree, sketch=sketch, complex=is_complex, **kwargs)
 
 
-def _random_buffers(feature_map: PolynomialSketch) -> dict[str, torch.Tensor]:
-    return {name: getattr(feature_map, name) for name in feature_map._random_buffer_names}
 
 
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
@@ -461,7 +460,7 @@ def test_attributes(case):
     assert feature_map.sketch_dim == DIM + 1 and feature_map.bias == 0.5
     assert f"sketch={case[0]!r}" in repr(feature_map) and f"complex={case[1]}" in repr(feature_map)
     assert list(feature_map.parameters()) == []
-    for value in _random_buffers(feature_map).values():
+    for value in random_buffers(feature_map).values():
         assert value.shape[:1] == (2,)  # buffers carry the batch shape
 
 
@@ -537,7 +536,7 @@ def test_to_float32_keeps_draws(case):
     x = _inputs(6)
     expected = feature_map(x)
     converted = feature_map.to(torch.float32)
-    for value in _random_buffers(converted).values():
+    for value in random_buffers(converted).values():
         assert value.dtype in (torch.float32, torch.int64)
     if case[1]:
         # Complex draws are stored as real (..., 2) tensors: the imaginary parts survive .to(float32).
@@ -556,7 +555,7 @@ def test_device(case, device, dtype):
     x = _inputs(5, dtype=dtype)
     expected = feature_map(x)
     moved = feature_map.to(device)
-    for value in _random_buffers(moved).values():
+    for value in random_buffers(moved).values():
         assert value.device.type == device.type
     out = moved(x.to(device))
     assert out.device.type == device.type
@@ -583,7 +582,7 @@ def test_pickle_and_deepcopy(case):
     expected = feature_map(x)
     for clone in (pickle.loads(pickle.dumps(feature_map)), copy.deepcopy(feature_map)):
         assert torch.equal(clone(x), expected)
-        for name, value in _random_buffers(clone).items():
+        for name, value in random_buffers(clone).items():
             assert value.data_ptr() != getattr(feature_map, name).data_ptr()
         assert clone.batch_shape == feature_map.batch_shape and clone.sketch == feature_map.sketch
 
@@ -593,18 +592,7 @@ def test_seed_and_resample(case):
     x = _inputs(6)
     assert torch.equal(_build(case, seed=10)(x), _build(case, seed=10)(x))
     assert not torch.allclose(_build(case, seed=10)(x), _build(case, seed=11)(x))
-    feature_map = _build(case, batch_shape=(2,), seed=7)
-    original = feature_map(x)
-    pointers = {name: value.data_ptr() for name, value in _random_buffers(feature_map).items()}
-    feature_map.resample(torch.Generator().manual_seed(99))
-    redrawn = feature_map(x)
-    assert not torch.allclose(redrawn, original)
-    assert {name: value.data_ptr() for name, value in _random_buffers(feature_map).items()} == pointers
-    other = _build(case, batch_shape=(2,), seed=8)
-    other.resample(torch.Generator().manual_seed(99))
-    assert torch.equal(other(x), redrawn)
-    feature_map.resample()
-    assert torch.equal(feature_map(x), original)
+    original = check_resample_contract(lambda **kwargs: _build(case, **kwargs), x)
     # Batch members are different draws.
     assert not torch.allclose(original[0], original[1])
 
@@ -614,7 +602,7 @@ def test_draws_do_not_depend_on_the_default_dtype(case):
     # Regression: TensorSRHT permutations came from torch.rand in the default dtype, so the same seed
     # gave different permutations for float32 and float64 models.
     low, high = _build(case, seed=4, dtype=torch.float32), _build(case, seed=4, dtype=torch.float64)
-    for name, value in _random_buffers(high).items():
+    for name, value in random_buffers(high).items():
         assert torch.equal(getattr(low, name), value.to(getattr(low, name).dtype)), name
 
 
