@@ -49,6 +49,11 @@ class FeatureKernel(Kernel):
     def features(self, x: Tensor) -> Tensor:
         """Real feature root ``(..., n, F)`` of *raw* inputs (any lengthscale is applied inside)."""
 
+    @property
+    @abstractmethod
+    def num_features(self) -> int:
+        """Number of columns ``F`` of the real root returned by :meth:`features`."""
+
     def forward(
         self, x1: Tensor, x2: Tensor, diag: bool = False, last_dim_is_batch: bool = False, **params
     ) -> Tensor | FeatureRootLinearOperator | MatmulLinearOperator:

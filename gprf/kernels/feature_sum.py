@@ -9,11 +9,16 @@ from torch import Tensor
 from gprf.kernels.feature_kernel import FeatureKernel
 
 
+def unwrap_scale_kernel(kernel: Kernel) -> Kernel:
+    """The kernel inside any ``ScaleKernel`` wrappers."""
+    while isinstance(kernel, ScaleKernel):
+        kernel = kernel.base_kernel
+    return kernel
+
+
 def is_feature_kernel(kernel: Kernel) -> bool:
     """A feature kernel, or a ScaleKernel around one."""
-    if isinstance(kernel, ScaleKernel):
-        return is_feature_kernel(kernel.base_kernel)
-    return isinstance(kernel, FeatureKernel)
+    return isinstance(unwrap_scale_kernel(kernel), FeatureKernel)
 
 
 def scaled_features(kernel: Kernel, x: Tensor) -> Tensor:
@@ -54,6 +59,10 @@ class FeatureSumKernel(FeatureKernel):
         for kernel in kernels:
             flat.extend(kernel.kernels if isinstance(kernel, FeatureSumKernel) else [kernel])
         self.kernels = torch.nn.ModuleList(flat)
+
+    @property
+    def num_features(self) -> int:
+        return sum(unwrap_scale_kernel(kernel).num_features for kernel in self.kernels)
 
     def features(self, x: Tensor) -> Tensor:
         roots = [scaled_features(kernel, x) for kernel in self.kernels]

@@ -1,0 +1,32 @@
+"""BoTorch integration (optional extra ``gprf[botorch]``).
+
+Importing this module
+
+* registers every gprf feature kernel with BoTorch's pathwise feature generator, so prior sample paths use
+  the kernel's own frozen features (:class:`KernelRootFeatureMap`): ``draw_matheron_paths``,
+  ``get_matheron_path_model`` and ``PathwiseThompsonSampling`` sample exactly from the finite model;
+* draws the prior path weights with one quasi-random point per path (:mod:`gprf.botorch.prior`; BoTorch's
+  default weights are biased for batched, e.g. multi-output, models);
+* routes BoTorch's Gaussian pathwise update for ``ExactGP`` models whose covariance is a gprf feature
+  kernel through :func:`weight_space_update` (:math:`O(NF^2 + F^3 + SNF)` instead of a dense
+  :math:`N\\times N` Cholesky broadcast over samples); every other model keeps BoTorch's own update;
+* provides :class:`RandomFeatureSingleTaskGP`.
+"""
+
+try:
+    import botorch  # noqa: F401
+except ImportError as error:  # pragma: no cover - exercised only without the extra
+    raise ImportError("gprf.botorch needs BoTorch: pip install 'gprf[botorch]'.") from error
+
+from gprf.botorch.features import KernelRootFeatureMap
+from gprf.botorch.prior import path_weights
+from gprf.botorch.models import RandomFeatureSingleTaskGP, output_batch_dims
+from gprf.botorch.update import weight_space_update
+
+__all__ = [
+    "KernelRootFeatureMap",
+    "RandomFeatureSingleTaskGP",
+    "output_batch_dims",
+    "path_weights",
+    "weight_space_update",
+]

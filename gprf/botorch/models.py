@@ -1,0 +1,149 @@
+"""A BoTorch ``SingleTaskGP`` whose covariance is a random-feature kernel, with the batch shapes set up."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from botorch.models import SingleTaskGP
+from botorch.models.transforms.input import InputTransform
+from botorch.models.transforms.outcome import OutcomeTransform
+from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
+from botorch.utils.types import DEFAULT, _DefaultType
+from gpytorch.likelihoods import Likelihood
+from gpytorch.likelihoods.noise_models import HomoskedasticNoise
+from gpytorch.means import Mean
+from gpytorch.module import Module
+from torch import Tensor
+
+from gprf.botorch.features import check_pathwise_kernel
+from gprf.kernels import RandomFourierKernel
+from gprf.kernels.feature_sum import is_feature_kernel, unwrap_scale_kernel
+
+
+class RandomFeatureSingleTaskGP(SingleTaskGP):
+    r"""BoTorch's ``SingleTaskGP`` with an :math:`O(NF^2)` random-feature covariance.
+
+    Everything ``SingleTaskGP`` offers keeps working (``fit_gpytorch_mll``, input and outcome transforms,
+    ``posterior``, MC acquisition functions, ``fantasize``/qKG, ``condition_on_observations``,
+    ``subset_output``, ``load_state_dict`` into a fresh model); in addition:
+
+    * without ``covar_module``, the kernel is a :class:`~gprf.kernels.RandomFourierKernel` approximating
+      BoTorch's default covariance: an ARD RBF (or Matérn) kernel on the *transformed* inputs with BoTorch's
+      dimension-scaled log-normal lengthscale prior and lower bound, batch shape ``[m]`` for ``m`` outputs;
+    * a user ``covar_module`` must be a gprf feature kernel (optionally in ``ScaleKernel``) with that batch
+      shape; anything else raises, naming the kernel, instead of silently training an :math:`O(N^3)` model;
+    * ``_subset_batch_dict`` covers every parameter and feature buffer with an output batch dimension,
+      so ``subset_output`` works with any gprf kernel;
+    * pathwise sampling (``draw_matheron_paths``, ``PathwiseThompsonSampling``) uses the kernel's own
+      features and the weight-space update of :mod:`gprf.botorch` (also true for a plain ``SingleTaskGP``
+      with a gprf kernel once :mod:`gprf.botorch` is imported).
+
+    Args:
+        train_X: ``batch_shape x n x d`` training inputs.
+        train_Y: ``batch_shape x n x m`` training targets.
+        train_Yvar: Optional observed noise variances (``FixedNoiseGaussianLikelihood``).
+        likelihood, mean_module, outcome_transform, input_transform: as in ``SingleTaskGP``.
+        covar_module: A gprf feature kernel; default: see above.
+        num_features: Number of features ``F`` of the default kernel.
+        kernel: Target of the default kernel: ``"rbf"``, ``"matern12"``, ``"matern32"`` or ``"matern52"``.
+        sampler: Frequency sampler of the default kernel (see :class:`~gprf.features.RandomFourierFeatures`).
+        seed: Seed of the default kernel's feature draws.
+
+    Example:
+        >>> model = RandomFeatureSingleTaskGP(train_X, train_Y, num_features=1024)
+        >>> fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    """
+
+    def __init__(
+        self,
+        train_X: Tensor,
+        train_Y: Tensor,
+        train_Yvar: Tensor | None = None,
+        likelihood: Likelihood | None = None,
+        covar_module: Module | None = None,
+        mean_module: Mean | None = None,
+        outcome_transform: OutcomeTransform | _DefaultType | None = DEFAULT,
+        input_transform: InputTransform | None = None,
+        *,
+        num_features: int = 1024,
+        kernel: str = "rbf",
+        sampler: str = "orthogonal",
+        seed: int | None = None,
+    ) -> None:
+        output_batch_shape = train_X.shape[:-2] + (torch.Size([train_Y.shape[-1]]) if train_Y.shape[-1] > 1 else torch.Size())
+        if covar_module is None:
+            num_dims = _transformed_dim(train_X, input_transform)
+            priors = get_covar_module_with_dim_scaled_prior(ard_num_dims=num_dims, batch_shape=output_batch_shape)
+            covar_module = RandomFourierKernel(
+                num_features,
+                num_dims=num_dims,
+                kernel=kernel,
+                sampler=sampler,
+                seed=seed,
+                ard_num_dims=num_dims,
+                batch_shape=output_batch_shape,
+                lengthscale_prior=priors.lengthscale_prior,
+                lengthscale_constraint=priors.raw_lengthscale_constraint,
+            ).to(train_X)
+        else:
+            _check_covar_module(covar_module, output_batch_shape)
+        super().__init__(
+            train_X,
+            train_Y,
+            train_Yvar=train_Yvar,
+            likelihood=likelihood,
+            covar_module=covar_module,
+            mean_module=mean_module,
+            outcome_transform=outcome_transform,
+            input_transform=input_transform,
+        )
+        self._subset_batch_dict = output_batch_dims(self, self._aug_batch_shape)
+
+
+def _transformed_dim(train_X: Tensor, input_transform: InputTransform | None) -> int:
+    """The input dimension the kernel sees (input transforms may add or drop columns)."""
+    if input_transform is None:
+        return train_X.shape[-1]
+    with torch.no_grad():  # on a copy: fitting transforms (e.g. Normalize) learn from what they see
+        return copy.deepcopy(input_transform).to(train_X)(train_X).shape[-1]
+
+
+def _check_covar_module(covar_module: Module, batch_shape: torch.Size) -> None:
+    if not is_feature_kernel(covar_module):
+        raise TypeError(
+            f"RandomFeatureSingleTaskGP needs a gprf random-feature covar_module (optionally in ScaleKernel); "
+            f"{type(unwrap_scale_kernel(covar_module)).__name__} has no finite feature map. Use "
+            "botorch.models.SingleTaskGP for exact kernels."
+        )
+    check_pathwise_kernel(unwrap_scale_kernel(covar_module))
+    if covar_module.batch_shape != batch_shape:
+        raise ValueError(
+            f"covar_module has batch_shape {tuple(covar_module.batch_shape)} but the model needs "
+            f"{tuple(batch_shape)} (input batch shape + [m] for m > 1 outputs): build the kernel (and any "
+            f"ScaleKernel) with batch_shape=torch.Size({list(batch_shape)})."
+        )
+
+
+def output_batch_dims(model: torch.nn.Module, aug_batch_shape: torch.Size) -> dict[str, int]:
+    """``{name: dim}`` of every parameter and buffer that carries the output batch dimension.
+
+    BoTorch's ``subset_output`` indexes these tensors along ``dim``. A tensor qualifies when its module has
+    ``batch_shape == aug_batch_shape`` (or is a homoscedastic noise model, which keeps no ``batch_shape``)
+    and the tensor's leading dimensions are that batch shape (gpytorch modules and gprf feature maps put
+    batch dimensions first); the output dimension is the last of them. Fixed observation noise is left out:
+    ``subset_output`` subsets it itself.
+    """
+    if len(aug_batch_shape) == 0:
+        return {}
+    dims = {}
+    for module_name, module in model.named_modules():
+        batched = getattr(module, "batch_shape", None) == aug_batch_shape
+        if not (batched or isinstance(module, HomoskedasticNoise)):
+            continue
+        tensors = [*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)]
+        for name, tensor in tensors:
+            if tensor.shape[: len(aug_batch_shape)] == aug_batch_shape:
+                full_name = f"{module_name}.{name}" if module_name else name
+                dims[full_name] = len(aug_batch_shape) - 1 - tensor.dim()
+    return dims
