@@ -40,6 +40,9 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
     The Gram matrix is formed in the model dtype with a one-GEMM backward
     (:func:`~gprf.operators.weighted_gram.weighted_gram`) and factored in float64, so float32 models stay
     accurate at small noise; the whole step costs :math:`2NF^2 + O(F^3)` flops forward and backward.
+    With fewer points than features (:math:`N < F`, common early in Bayesian optimization) the
+    :math:`N\times N` matrix :math:`K` itself is formed and factored in float64 instead,
+    :math:`O(N^2F + N^3)`, which avoids the :math:`O(F^3)` factorisation and its backward.
     """
 
     def _factor(self) -> tuple[Tensor, Tensor, Tensor]:
@@ -54,24 +57,48 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
     ) -> tuple[Tensor | None, Tensor | None]:
         if inv_quad_rhs is None and not logdet:
             return None, None
-        root, noise, chol = self._factor()
-        inv_quad_term, logdet_term = None, None
+        rhs = None
         if inv_quad_rhs is not None:
             rhs = inv_quad_rhs.unsqueeze(-1) if inv_quad_rhs.dim() == 1 else inv_quad_rhs
             if rhs.size(-2) != self.size(-1):
                 raise RuntimeError(
                     f"LinearOperator (size={self.shape}) cannot be multiplied with right-hand side of size {rhs.shape}."
                 )
+        num_points, num_features = self._linear_op.root.shape[-2:]
+        # Fewer points than features (e.g. early Bayesian optimization): the N x N route is the cheaper one.
+        terms = self._dense_terms(rhs, logdet) if num_points < num_features else self._feature_space_terms(rhs, logdet)
+        inv_quad_term, logdet_term = terms
+        if inv_quad_term is not None and reduce_inv_quad:
+            inv_quad_term = inv_quad_term.sum(-1)
+        if logdet_term is not None:
+            logdet_term = logdet_term.expand(self.batch_shape)
+        return inv_quad_term, logdet_term
+
+    def _feature_space_terms(self, rhs: Tensor | None, logdet: bool) -> tuple[Tensor | None, Tensor | None]:
+        root, noise, chol = self._factor()
+        inv_quad_term, logdet_term = None, None
+        if rhs is not None:
             # The two terms nearly cancel at small noise: form both in float64 (O(NF) work, unlike the Gram).
             rhs64 = rhs.to(_FACTOR_DTYPE)
             scaled_rhs = rhs64 / noise.to(_FACTOR_DTYPE).unsqueeze(-1)
             projected = root.to(_FACTOR_DTYPE).mT @ scaled_rhs
             whitened = torch.linalg.solve_triangular(chol, projected, upper=False)
             inv_quad_term = ((rhs64 * scaled_rhs).sum(-2) - whitened.square().sum(-2)).to(rhs.dtype)
-            if reduce_inv_quad:
-                inv_quad_term = inv_quad_term.sum(-1)
         if logdet:
             logdet_chol = 2 * chol.diagonal(dim1=-2, dim2=-1).log().sum(-1)
             logdet_term = (logdet_chol + noise.to(_FACTOR_DTYPE).log().sum(-1)).to(root.dtype)
-            logdet_term = logdet_term.expand(self.batch_shape)
+        return inv_quad_term, logdet_term
+
+    def _dense_terms(self, rhs: Tensor | None, logdet: bool) -> tuple[Tensor | None, Tensor | None]:
+        """:math:`K = RR^\top + \Sigma` formed and factored in float64: :math:`O(N^2F + N^3)` for :math:`N < F`."""
+        root = to_dense(self._linear_op.root)
+        root64 = root.to(_FACTOR_DTYPE)
+        noise64 = self._diag_tensor.diagonal(dim1=-2, dim2=-1).to(_FACTOR_DTYPE)
+        chol = psd_safe_cholesky(root64 @ root64.mT + torch.diag_embed(noise64))
+        inv_quad_term, logdet_term = None, None
+        if rhs is not None:
+            whitened = torch.linalg.solve_triangular(chol, rhs.to(_FACTOR_DTYPE), upper=False)
+            inv_quad_term = whitened.square().sum(-2).to(rhs.dtype)
+        if logdet:
+            logdet_term = (2 * chol.diagonal(dim1=-2, dim2=-1).log().sum(-1)).to(root.dtype)
         return inv_quad_term, logdet_term

@@ -8,6 +8,24 @@ import torch
 from torch import Tensor
 
 
+def solve_triangular(matrix: Tensor, rhs: Tensor, upper: bool) -> Tensor:
+    """``torch.linalg.solve_triangular`` that folds ``rhs``'s extra leading batch dimensions into columns.
+
+    With a factor of batch shape ``B`` and right-hand sides of batch shape ``(*A, *B)`` (e.g. an acquisition
+    optimiser's restarts), torch would expand the factor to ``(*A, *B, F, F)``, a copy per batch member;
+    folding ``A`` into the columns solves the same system with one factor.
+    """
+    extra = rhs.dim() - matrix.dim()
+    if extra <= 0:
+        return torch.linalg.solve_triangular(matrix, rhs, upper=upper)
+    leading = tuple(range(extra))
+    moved = rhs.movedim(leading, tuple(range(-extra, 0)))  # (*B, F, k, *A)
+    folded = moved.reshape(*moved.shape[: -extra - 1], -1)
+    solved = torch.linalg.solve_triangular(matrix, folded, upper=upper)
+    solved = solved.reshape(*solved.shape[:-1], *moved.shape[-extra - 1 :])
+    return solved.movedim(tuple(range(-extra, 0)), leading)
+
+
 @dataclass(frozen=True)
 class CapacitanceFactor:
     r"""A root :math:`G` of the :math:`F\times F` capacitance :math:`C = GG^H`, kept in float64 or complex128.
@@ -40,10 +58,10 @@ class CapacitanceFactor:
 
     def solve_root(self, rhs: Tensor) -> Tensor:
         """:math:`G^{-1}\\,\\text{rhs}` for ``rhs`` of shape ``(..., F, k)``."""
-        z = torch.linalg.solve_triangular(self.cholesky, rhs, upper=False)
+        z = solve_triangular(self.cholesky, rhs, upper=False)
         for q, t in self.updates:
             qz = q.mH @ z
-            z = z + q @ (torch.linalg.solve_triangular(t, qz, upper=False) - qz)
+            z = z + q @ (solve_triangular(t, qz, upper=False) - qz)
         return z
 
     def solve_root_transpose(self, rhs: Tensor) -> Tensor:
@@ -51,8 +69,8 @@ class CapacitanceFactor:
         z = rhs
         for q, t in reversed(self.updates):
             qz = q.mH @ z
-            z = z + q @ (torch.linalg.solve_triangular(t.mH, qz, upper=True) - qz)
-        return torch.linalg.solve_triangular(self.cholesky.mH, z, upper=True)
+            z = z + q @ (solve_triangular(t.mH, qz, upper=True) - qz)
+        return solve_triangular(self.cholesky.mH, z, upper=True)
 
     def solve(self, rhs: Tensor) -> Tensor:
         """:math:`C^{-1}\\,\\text{rhs}`."""

@@ -27,8 +27,9 @@ def test_weighted_gram_value_and_gradcheck():
 
 
 @pytest.mark.parametrize("batch", [(), (3,)])
-def test_inv_quad_logdet_matches_dense(batch):
-    root, noise = _inputs(batch=batch)
+@pytest.mark.parametrize("num_features", [4, 20], ids=["feature-space", "fewer-points-than-features"])
+def test_inv_quad_logdet_matches_dense(batch, num_features):
+    root, noise = _inputs(f=num_features, batch=batch)
     rhs = torch.randn(*batch, 9, 2, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     params = [root.requires_grad_(True), noise.requires_grad_(True)]
     operator = FeatureRootLinearOperator(root) + DiagLinearOperator(noise)

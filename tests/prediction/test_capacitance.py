@@ -49,3 +49,15 @@ def test_non_finite_gram_is_a_clear_error():
     gram[0, 0] = float("nan")
     with pytest.raises(ValueError, match="NaN"):
         CapacitanceFactor.from_gram(gram)
+
+
+def test_solve_triangular_folds_extra_batch_dimensions():
+    from gprf.prediction.capacitance import solve_triangular
+
+    generator = torch.Generator().manual_seed(0)
+    matrix = torch.randn(2, 5, 5, generator=generator, dtype=torch.float64)
+    lower = torch.linalg.cholesky(matrix @ matrix.mT + 5 * torch.eye(5, dtype=torch.float64))
+    rhs = torch.randn(7, 1, 5, 3, generator=generator, dtype=torch.float64)
+    for upper, factor in ((False, lower), (True, lower.mT)):
+        expected = torch.linalg.solve_triangular(factor, rhs, upper=upper)
+        torch.testing.assert_close(solve_triangular(factor, rhs, upper=upper), expected, rtol=0, atol=1e-12)
