@@ -18,15 +18,20 @@ from linear_operator import settings as linop_settings
 from linear_operator.operators import LinearOperator
 
 from gprf.operators.feature_root import FeatureRootAddedDiagLinearOperator
+from gprf.operators.signed import IndefiniteGuard
+
+# Operators whose own inv_quad_logdet is exact (feature roots) or raises a clear error (indefinite kernels,
+# which must not reach torch's dense Cholesky and its generic "not PSD" error).
+_STRUCTURED = (FeatureRootAddedDiagLinearOperator, IndefiniteGuard)
 
 
 def _is_feature_root_density(covariance: object) -> bool:
     if not isinstance(covariance, LinearOperator):
         return False
-    if isinstance(covariance, FeatureRootAddedDiagLinearOperator):
+    if isinstance(covariance, _STRUCTURED):
         return True
     # Lazily evaluated kernels plus noise: evaluating is cached by GPyTorch, so log_prob does not redo it.
-    return isinstance(covariance.evaluate_kernel(), FeatureRootAddedDiagLinearOperator)
+    return isinstance(covariance.evaluate_kernel(), _STRUCTURED)
 
 
 def install() -> None:
