@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"
 
-from gprf import features, kernels, metrics, operators, ops, prediction, settings  # noqa: E402
+from gprf import features, kernels, likelihoods, metrics, operators, ops, prediction, settings  # noqa: E402
 from gprf.exceptions import DispatchFallbackWarning, LowRankStructureWarning  # noqa: E402
 
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "__version__",
     "features",
     "kernels",
+    "likelihoods",
     "metrics",
     "operators",
     "ops",

@@ -1,19 +1,36 @@
 """Random feature maps (torch modules, no GPyTorch): x -> Phi(x)."""
 
 from gprf.features.base import FeatureMap
+from gprf.features.compositional import CompositionalFeatures
+from gprf.features.dual_activations import ACTIVATIONS, DualActivation
 from gprf.features.fourier import FOURIER_KERNELS, FOURIER_SAMPLERS, RandomFourierFeatures
 from gprf.features.maclaurin import MaclaurinFeatures
 from gprf.features.maclaurin_allocation import MaclaurinAllocation, optimize_maclaurin_allocation
 from gprf.features.quadrature import QUADRATURE_KERNELS, QUADRATURE_ROTATIONS, QuadratureFeatures, arccos_kernel
+from gprf.features.signed import SIGNED_SAMPLERS, SignedRandomFeatures
+from gprf.features.signed_spectra import (
+    DeltaGaussianSpectrum,
+    SignedRadialSpectrum,
+    SphericalPolynomialSpectrum,
+    check_unit_norm,
+    delta_gaussian_spectrum,
+    spherical_polynomial_spectrum,
+)
+from gprf.features.skeleton import BASE_KERNELS, InputNode, InternalNode, Skeleton
 from gprf.features.sketches import SKETCHES, PolynomialSketch
 from gprf.features.spectral import SPECTRA, StationarySpectrum
 
 __all__ = [
+    "ACTIVATIONS",
+    "BASE_KERNELS",
+    "CompositionalFeatures",
+    "DeltaGaussianSpectrum",
+    "DualActivation",
     "FOURIER_KERNELS",
     "FOURIER_SAMPLERS",
-    "SKETCHES",
-    "SPECTRA",
     "FeatureMap",
+    "InputNode",
+    "InternalNode",
     "MaclaurinAllocation",
     "MaclaurinFeatures",
     "PolynomialSketch",
@@ -21,7 +38,17 @@ __all__ = [
     "QUADRATURE_ROTATIONS",
     "QuadratureFeatures",
     "RandomFourierFeatures",
+    "SIGNED_SAMPLERS",
+    "SKETCHES",
+    "SPECTRA",
+    "SignedRadialSpectrum",
+    "SignedRandomFeatures",
+    "Skeleton",
+    "SphericalPolynomialSpectrum",
     "StationarySpectrum",
     "arccos_kernel",
+    "check_unit_norm",
+    "delta_gaussian_spectrum",
     "optimize_maclaurin_allocation",
+    "spherical_polynomial_spectrum",
 ]

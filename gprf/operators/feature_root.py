@@ -90,7 +90,7 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
         return inv_quad_term, logdet_term
 
     def _dense_terms(self, rhs: Tensor | None, logdet: bool) -> tuple[Tensor | None, Tensor | None]:
-        """:math:`K = RR^\top + \Sigma` formed and factored in float64: :math:`O(N^2F + N^3)` for :math:`N < F`."""
+        r""":math:`K = RR^\top + \Sigma` formed and factored in float64: :math:`O(N^2F + N^3)` for :math:`N < F`."""
         root = to_dense(self._linear_op.root)
         root64 = root.to(_FACTOR_DTYPE)
         noise64 = self._diag_tensor.diagonal(dim1=-2, dim2=-1).to(_FACTOR_DTYPE)

@@ -6,10 +6,13 @@ from gprf.prediction.feature_space import (
     FeatureSpacePredictionStrategy,
     WeightSpacePosterior,
 )
+from gprf.prediction.localized import CentredFeatureRootLinearOperator, LocalizedPredictionStrategy
 
 __all__ = [
     "CapacitanceFactor",
+    "CentredFeatureRootLinearOperator",
     "ComplexFeaturePredictionStrategy",
     "FeatureSpacePredictionStrategy",
+    "LocalizedPredictionStrategy",
     "WeightSpacePosterior",
 ]

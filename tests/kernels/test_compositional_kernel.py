@@ -1,0 +1,103 @@
+"""CompositionalKernel (exact) and CompositionalRandomFeatureKernel: contract, tied exact kernel, GP training."""
+
+from __future__ import annotations
+
+import unittest
+
+import gpytorch
+import pytest
+import torch
+from gpytorch.kernels import ScaleKernel
+from linear_operator.operators import LowRankRootLinearOperator
+
+from gprf.features import Skeleton
+from gprf.kernels import CompositionalKernel, CompositionalRandomFeatureKernel
+from tests.kernels.test_random_fourier import SEED, RandomFeatureKernelTestCase, _num_dims
+from tests.prediction.conftest import ExactModel, make_data, train_by_mll
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def _skeleton(num_dims: int) -> Skeleton:
+    return Skeleton.fully_connected(num_dims, 2, "exponential")
+
+
+class TestCompositionalRandomFeatureKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+    def create_kernel_no_ard(self, **kwargs):
+        return CompositionalRandomFeatureKernel(_skeleton(_num_dims(kwargs, 2)), 32, seed=SEED, **kwargs)
+
+    def create_kernel_ard(self, num_dims, **kwargs):
+        return CompositionalRandomFeatureKernel(_skeleton(num_dims), 32, seed=SEED, ard_num_dims=num_dims, **kwargs)
+
+
+class TestCompositionalKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+    def create_kernel_no_ard(self, **kwargs):
+        return CompositionalKernel(Skeleton.convolutional(_num_dims(kwargs, 2), 2, 1, 1, "relu", base_kernel="gaussian"), **kwargs)
+
+    def create_kernel_ard(self, num_dims, **kwargs):
+        return CompositionalKernel(_skeleton(num_dims), ard_num_dims=num_dims, **kwargs)
+
+
+@pytest.fixture
+def x64():
+    return torch.rand(40, 9, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+
+
+def test_structure_exact_tie_and_accuracy(x64):
+    skeleton = Skeleton.convolutional((3, 3), patch_size=2, num_layers=1, activation="relu")
+    kernel = CompositionalRandomFeatureKernel(skeleton, 2048, ard_num_dims=9, seed=0).double()
+    kernel.lengthscale = torch.linspace(0.3, 2.0, 9, dtype=torch.float64)
+    assert isinstance(kernel(x64).evaluate_kernel(), LowRankRootLinearOperator)
+    exact = kernel.exact()
+    assert isinstance(exact, CompositionalKernel) and exact.raw_lengthscale is kernel.raw_lengthscale
+    z = x64 / kernel.lengthscale
+    torch.testing.assert_close(exact(x64).to_dense(), skeleton.kernel(z, z))
+    approx, target = kernel(x64).to_dense(), exact(x64).to_dense()
+    error = torch.linalg.matrix_norm(approx - target) / torch.linalg.matrix_norm(target)
+    assert error.item() < 0.1, error
+    # Gradients reach the ARD lengthscale through both kernels.
+    (approx.sum() + target.sum()).backward()
+    assert torch.isfinite(kernel.raw_lengthscale.grad).all() and bool((kernel.raw_lengthscale.grad != 0).all())
+
+
+def test_state_dict_into_fresh_kernel(x64):
+    skeleton = Skeleton.fully_connected(9, 2, "relu")
+    kernel = CompositionalRandomFeatureKernel(skeleton, 64, seed=1).double()
+    kernel.lengthscale = 0.7
+    fresh = CompositionalRandomFeatureKernel(skeleton, 64, seed=2).double()
+    fresh.load_state_dict(kernel.state_dict())
+    torch.testing.assert_close(fresh(x64).to_dense(), kernel(x64).to_dense())
+
+
+def test_device(device, x64):
+    kernel = CompositionalRandomFeatureKernel(Skeleton.fully_connected(9, 1, "relu"), 32, seed=0).double()
+    expected = kernel(x64).to_dense()
+    torch.testing.assert_close(kernel.to(device)(x64.to(device)).to_dense().cpu(), expected)
+
+
+def test_bad_input():
+    skeleton = Skeleton.fully_connected(4, 1, "relu")
+    with pytest.raises(ValueError, match="ard_num_dims=3 does not match num_dims=4"):
+        CompositionalRandomFeatureKernel(skeleton, 16, ard_num_dims=3)
+    with pytest.raises(ValueError, match="active_dims selects 2 columns but the skeleton reads 4"):
+        CompositionalKernel(skeleton, active_dims=[0, 1])
+    with pytest.raises(TypeError, match="Skeleton"):
+        CompositionalRandomFeatureKernel(4, 16)
+    with pytest.raises(ValueError, match=r"\(\.\.\., n, 4\)"):
+        CompositionalKernel(skeleton)(torch.zeros(3, 5)).to_dense()
+
+
+def test_gp_training_and_prediction():
+    x, y = make_data(n=80, d=3, seed=0)
+    test_x, test_y = make_data(n=40, d=3, seed=1)
+    skeleton = Skeleton.convolutional(3, patch_size=2, num_layers=1, activation="exponential", base_kernel="gaussian")
+    likelihood = gpytorch.likelihoods.GaussianLikelihood()
+    model = ExactModel(x, y, likelihood, ScaleKernel(CompositionalRandomFeatureKernel(skeleton, 256, seed=0))).double()
+    losses = train_by_mll(model, x, y, steps=60)
+    assert losses[-1] < losses[0] - 0.3
+    model.eval()
+    with torch.no_grad():
+        prediction = likelihood(model(test_x))
+    nmse = ((prediction.mean - test_y) ** 2).mean() / test_y.var()
+    assert nmse.item() < 0.2, nmse
+    assert bool((prediction.variance > 0).all())
