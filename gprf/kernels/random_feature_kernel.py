@@ -58,10 +58,12 @@ class RandomFeatureKernel(FeatureKernel):
     def __init__(self, feature_map: FeatureMap, posterior: str = "real_kernel", **kwargs) -> None:
         super().__init__(**kwargs)
         self.posterior = posterior
-        if feature_map.batch_shape != self.batch_shape:
+        # A map without batch dimensions is shared by every batch member (one draw for all outputs/classes).
+        if feature_map.batch_shape not in (torch.Size(), self.batch_shape):
             raise ValueError(
                 f"feature_map.batch_shape {tuple(feature_map.batch_shape)} differs from the kernel's "
-                f"batch_shape {tuple(self.batch_shape)}."
+                f"batch_shape {tuple(self.batch_shape)}; use a map with the kernel's batch_shape (independent "
+                "draws per batch member) or without batch dimensions (one shared draw)."
             )
         self.feature_map = feature_map
 
@@ -98,6 +100,17 @@ class RandomFeatureKernel(FeatureKernel):
         """Real root of raw inputs: ``feature_map.real_features(x / lengthscale)``."""
         return self.feature_map.real_features(self.scale_inputs(x))
 
+    def share_features(self) -> RandomFeatureKernel:
+        """Use one feature draw (batch member 0's) for every batch member, in place; returns ``self``.
+
+        Batch members (outputs, classes) keep their own hyperparameters but share the random features, so
+        their approximation errors are alike and the feature buffers are ``batch_shape`` times smaller.
+        """
+        if len(self.feature_map.batch_shape) > 0:
+            first = self.feature_map.batch_index((0,) * len(self.feature_map.batch_shape))
+            self.feature_map = first._map_random_buffers(torch.Tensor.clone, torch.Size())
+        return self
+
     def resample_features(self, generator: torch.Generator | None = None) -> None:
         """Redraw the random features in place (see :meth:`gprf.features.FeatureMap.resample`)."""
         self.feature_map.resample(generator)
@@ -132,6 +145,6 @@ class RandomFeatureKernel(FeatureKernel):
 
     def expand_batch(self, *sizes) -> Kernel:
         new_kernel = super().expand_batch(*sizes)
-        if new_kernel is not self:
+        if new_kernel is not self and len(self.feature_map.batch_shape) > 0:
             new_kernel.feature_map = self.feature_map.batch_expand(new_kernel.batch_shape)
         return new_kernel

@@ -33,6 +33,10 @@ class DirichletGPModel(ExactGP):
             ``batch_shape`` and returning one (default: ``RBFKernel``). It is wrapped in a class-batched
             ``ScaleKernel``.
         mean_module: Default: a class-batched ``ConstantMean``.
+        share_features: For gprf random-feature kernels, use one feature draw for all classes
+            (:meth:`~gprf.kernels.RandomFeatureKernel.share_features`): the classes keep their own
+            hyperparameters and :math:`F\times F` factorisations but see the same features, so the
+            approximation error does not differ arbitrarily between classes.
 
     Example:
         >>> likelihood = DirichletClassificationLikelihood(y, num_classes=10)
@@ -46,6 +50,7 @@ class DirichletGPModel(ExactGP):
         likelihood: DirichletClassificationLikelihood,
         base_kernel: Kernel | Callable[[torch.Size], Kernel] | None = None,
         mean_module: Mean | None = None,
+        share_features: bool = True,
     ) -> None:
         if not isinstance(likelihood, DirichletClassificationLikelihood):
             raise TypeError(
@@ -76,6 +81,8 @@ class DirichletGPModel(ExactGP):
                 f"batch_shape=likelihood.class_batch_shape = {tuple(batch_shape)} (one kernel per class; a shared "
                 "kernel inside a class-batched ScaleKernel would make random-feature covariances dense)."
             )
+        if share_features and hasattr(base_kernel, "share_features"):  # gprf random-feature kernels
+            base_kernel.share_features()
         self.covar_module = ScaleKernel(base_kernel, batch_shape=batch_shape)
         self.mean_module = ConstantMean(batch_shape=batch_shape) if mean_module is None else mean_module
 

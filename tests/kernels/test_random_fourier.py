@@ -235,3 +235,22 @@ def test_bad_input_errors(x64):
         kernel.initialize(lengthscale=0.0)
     with pytest.raises(TypeError, match="Products of random-feature kernels"):
         kernel * _kernel64()
+
+
+def test_share_features_uses_one_draw_for_every_batch_member():
+    kernel = RandomFourierKernel(16, num_dims=2, batch_shape=torch.Size([3]), seed=0).double()
+    kernel.lengthscale = torch.tensor([0.5, 0.5, 2.0], dtype=torch.float64).view(3, 1, 1)
+    first_member_draws = kernel.feature_map.frequencies[0].clone()
+    assert kernel.share_features() is kernel
+    assert kernel.feature_map.batch_shape == torch.Size()
+    torch.testing.assert_close(kernel.feature_map.frequencies, first_member_draws)
+    x = torch.rand(5, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    covariance = kernel(x).to_dense()
+    assert covariance.shape == (3, 5, 5)
+    torch.testing.assert_close(covariance[0], covariance[1], rtol=0, atol=0)  # same lengthscale, same features
+    assert not torch.allclose(covariance[0], covariance[2])
+    fresh = RandomFourierKernel(16, num_dims=2, batch_shape=torch.Size([3]), seed=1).double().share_features()
+    fresh.load_state_dict(kernel.state_dict())
+    torch.testing.assert_close(fresh(x).to_dense(), covariance, rtol=0, atol=0)
+    kernel.resample_features(torch.Generator().manual_seed(2))
+    assert kernel.feature_map.frequencies.shape == first_member_draws.shape

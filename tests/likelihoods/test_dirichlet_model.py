@@ -276,3 +276,15 @@ def test_bad_prediction_calls(float64):
     model.eval()
     with pytest.raises(ValueError, match=r"\[0, 3\)"):
         model.condition_on_labels(x[:2], torch.tensor([0, 5]))
+
+
+def test_random_feature_classes_share_one_feature_draw():
+    generator = torch.Generator().manual_seed(0)
+    x = torch.rand(30, 2, generator=generator, dtype=torch.float64)
+    labels = (x.sum(-1) > 1).long() + (x[:, 0] > 0.7).long()
+    likelihood = DirichletClassificationLikelihood(labels, num_classes=3, dtype=torch.float64)
+    factory = lambda batch_shape: RandomFourierKernel(32, num_dims=2, batch_shape=batch_shape, seed=0)  # noqa: E731
+    shared = DirichletGPModel(x, likelihood, factory)
+    assert shared.covar_module.base_kernel.feature_map.batch_shape == torch.Size()
+    separate = DirichletGPModel(x, likelihood, factory, share_features=False)
+    assert separate.covar_module.base_kernel.feature_map.batch_shape == torch.Size([3])
