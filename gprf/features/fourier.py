@@ -17,7 +17,7 @@ from gprf._checks import check_choice
 from gprf.features.base import FeatureMap
 from gprf.features.spectral import SPECTRA
 from gprf.features.variance import fourier_iid_variance
-from gprf.ops import fwht, haar_orthogonal, next_power_of_two, pad_to_power_of_two, sobol_uniform
+from gprf.ops import cos_sin, fwht, haar_orthogonal, next_power_of_two, pad_to_power_of_two, sobol_uniform
 
 FOURIER_KERNELS = tuple(SPECTRA)
 FOURIER_SAMPLERS = ("iid", "orthogonal", "structured", "qmc")
@@ -133,8 +133,7 @@ class RandomFourierFeatures(FeatureMap):
         return h.flatten(-2)[..., :m]
 
     def _featurize(self, x: Tensor) -> Tensor:
-        w_x = self.projections(x)
-        return torch.cat([torch.cos(w_x), torch.sin(w_x)], dim=-1) / math.sqrt(self.num_frequencies)
+        return cos_sin(self.projections(x), 1.0 / math.sqrt(self.num_frequencies))
 
     # ------------------------------------------------------------------ closed forms
     def _expected_kernel(self, x1: Tensor, x2: Tensor) -> Tensor:

@@ -15,7 +15,7 @@ from gprf.exceptions import IndefiniteKernelError
 from gprf.features.base import FeatureMap
 from gprf.features.signed_spectra import PARTS, SignedRadialSpectrum
 from gprf.features.variance import fourier_iid_variance
-from gprf.ops import haar_orthogonal
+from gprf.ops import cos_sin, haar_orthogonal
 
 SIGNED_SAMPLERS = ("iid", "orthogonal")
 
@@ -107,7 +107,7 @@ class SignedRandomFeatures(FeatureMap):
         for part, mass in zip(PARTS, self.spectrum.masses):
             projections = x @ getattr(self, f"{part}_frequencies")
             scale = math.sqrt(mass / self.num_features)
-            roots.append(torch.cat([torch.cos(projections), torch.sin(projections)], dim=-1) * scale)
+            roots.append(cos_sin(projections, scale))
         return roots[0], roots[1]
 
     @property

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import torch
 from linear_operator import to_dense
-from linear_operator.operators import DiagLinearOperator, LowRankRootAddedDiagLinearOperator, LowRankRootLinearOperator
+from linear_operator.operators import (
+    ConstantDiagLinearOperator,
+    ConstantMulLinearOperator,
+    DiagLinearOperator,
+    LowRankRootAddedDiagLinearOperator,
+    LowRankRootLinearOperator,
+)
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
@@ -45,12 +51,34 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
     :math:`O(N^2F + N^3)`, which avoids the :math:`O(F^3)` factorisation and its backward.
     """
 
-    def _factor(self) -> tuple[Tensor, Tensor, Tensor]:
-        root = to_dense(self._linear_op.root)
-        noise = self._diag_tensor.diagonal(dim1=-2, dim2=-1)
-        gram = weighted_gram(root, noise).to(_FACTOR_DTYPE)
+    def _root_parts(self) -> tuple[Tensor, Tensor | None]:
+        r"""The dense root, or ``(raw, c)`` when ScaleKernel left it lazily scaled, :math:`R = c\,R_{raw}`."""
+        root = self._linear_op.root
+        if isinstance(root, ConstantMulLinearOperator):
+            return to_dense(root.base_linear_op), root.expanded_constant[..., 0, 0]  # stored as (*batch, 1, 1)
+        return to_dense(root), None
+
+    def _noise_variances(self) -> Tensor:
+        """Noise variances ``(..., N)``, or ``(..., 1)`` for one variance per batch member (homoscedastic)."""
+        if isinstance(self._diag_tensor, ConstantDiagLinearOperator):
+            values = self._diag_tensor.diag_values
+            while values.dim() > len(self.batch_shape) + 1 and values.size(0) == 1:  # e.g. (1, 1) for no batch
+                values = values.squeeze(0)
+            return values.expand(*self.batch_shape, 1)
+        return self._diag_tensor.diagonal(dim1=-2, dim2=-1)
+
+    def _factor(self) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
+        r"""``(raw root, noise, scale, L)`` with :math:`LL^\top = I + R^\top\Sigma^{-1}R`, :math:`R = c\,R_{raw}`.
+
+        The amplitude and a constant noise enter through :math:`\Sigma/c^2` (an :math:`O(N)` vector or a
+        scalar), so no scaled copy of the :math:`N\times F` root is formed, forward or backward.
+        """
+        raw, scale = self._root_parts()
+        noise = self._noise_variances()
+        effective_noise = noise if scale is None else noise / scale.square().unsqueeze(-1)
+        gram = weighted_gram(raw, effective_noise).to(_FACTOR_DTYPE)
         eye = torch.eye(gram.size(-1), dtype=_FACTOR_DTYPE, device=gram.device)
-        return root, noise, psd_safe_cholesky(gram + eye)
+        return raw, noise, scale, psd_safe_cholesky(gram + eye)
 
     def inv_quad_logdet(
         self, inv_quad_rhs: Tensor | None = None, logdet: bool | None = False, reduce_inv_quad: bool | None = True
@@ -75,25 +103,29 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
         return inv_quad_term, logdet_term
 
     def _feature_space_terms(self, rhs: Tensor | None, logdet: bool) -> tuple[Tensor | None, Tensor | None]:
-        root, noise, chol = self._factor()
+        raw, noise, scale, chol = self._factor()
+        noise64 = noise.to(_FACTOR_DTYPE)
         inv_quad_term, logdet_term = None, None
         if rhs is not None:
             # The two terms nearly cancel at small noise: form both in float64 (O(NF) work, unlike the Gram).
             rhs64 = rhs.to(_FACTOR_DTYPE)
-            scaled_rhs = rhs64 / noise.to(_FACTOR_DTYPE).unsqueeze(-1)
-            projected = root.to(_FACTOR_DTYPE).mT @ scaled_rhs
+            scaled_rhs = rhs64 / noise64.unsqueeze(-1)
+            projected = raw.to(_FACTOR_DTYPE).mT @ scaled_rhs
+            if scale is not None:
+                projected = projected * scale.to(_FACTOR_DTYPE).unsqueeze(-1).unsqueeze(-1)
             whitened = torch.linalg.solve_triangular(chol, projected, upper=False)
             inv_quad_term = ((rhs64 * scaled_rhs).sum(-2) - whitened.square().sum(-2)).to(rhs.dtype)
         if logdet:
             logdet_chol = 2 * chol.diagonal(dim1=-2, dim2=-1).log().sum(-1)
-            logdet_term = (logdet_chol + noise.to(_FACTOR_DTYPE).log().sum(-1)).to(root.dtype)
+            noise_logdet = noise64.log().expand(*noise64.shape[:-1], raw.size(-2)).sum(-1)
+            logdet_term = (logdet_chol + noise_logdet).to(raw.dtype)
         return inv_quad_term, logdet_term
 
     def _dense_terms(self, rhs: Tensor | None, logdet: bool) -> tuple[Tensor | None, Tensor | None]:
         r""":math:`K = RR^\top + \Sigma` formed and factored in float64: :math:`O(N^2F + N^3)` for :math:`N < F`."""
         root = to_dense(self._linear_op.root)
         root64 = root.to(_FACTOR_DTYPE)
-        noise64 = self._diag_tensor.diagonal(dim1=-2, dim2=-1).to(_FACTOR_DTYPE)
+        noise64 = self._noise_variances().to(_FACTOR_DTYPE).expand(*root64.shape[:-1])
         chol = psd_safe_cholesky(root64 @ root64.mT + torch.diag_embed(noise64))
         inv_quad_term, logdet_term = None, None
         if rhs is not None:

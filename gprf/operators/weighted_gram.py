@@ -6,12 +6,33 @@ import torch
 from torch import Tensor
 
 
+_GRAM_BLOCK = 128
+
+
+def symmetric_gram(a: Tensor) -> Tensor:
+    r""":math:`A^\top A` for ``a`` ``(..., N, F)`` from the upper block triangle only.
+
+    BLAS has no symmetric rank-k update in torch; computing row panels :math:`A_i^\top A_{:, i:}` of width
+    128 and mirroring them costs :math:`(k+1)/(2k)` of the full product for :math:`k` panels (5/8 at
+    :math:`F = 512`) while each panel is still a large, efficient GEMM.
+    """
+    num_features = a.size(-1)
+    if num_features < 2 * _GRAM_BLOCK:
+        return a.mT @ a
+    out = a.new_empty(*a.shape[:-2], num_features, num_features)
+    for start in range(0, num_features, _GRAM_BLOCK):
+        stop = min(start + _GRAM_BLOCK, num_features)
+        panel = a[..., start:stop].mT @ a[..., start:]
+        out[..., start:stop, start:] = panel
+        out[..., stop:, start:stop] = panel[..., stop - start :].mT
+    return out
+
+
 class _WeightedGram(torch.autograd.Function):
     @staticmethod
     def forward(ctx, root: Tensor, noise: Tensor) -> Tensor:
-        scaled = root / noise.unsqueeze(-1)
         ctx.save_for_backward(root, noise)
-        return scaled.mT @ root
+        return symmetric_gram(root * noise.rsqrt().unsqueeze(-1))
 
     @staticmethod
     def backward(ctx, grad_gram: Tensor) -> tuple[Tensor | None, Tensor | None]:
@@ -25,14 +46,42 @@ class _WeightedGram(torch.autograd.Function):
         return grad_root, grad_noise
 
 
+class _ConstantNoiseGram(torch.autograd.Function):
+    """:math:`R^\\top R/\\sigma^2` for one noise value per batch member: no :math:`N\\times F` elementwise pass."""
+
+    @staticmethod
+    def forward(ctx, root: Tensor, noise: Tensor) -> Tensor:
+        gram = symmetric_gram(root) / noise.unsqueeze(-1)
+        ctx.save_for_backward(root, noise, gram)
+        return gram
+
+    @staticmethod
+    def backward(ctx, grad_gram: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        root, noise, gram = ctx.saved_tensors
+        symmetric = grad_gram + grad_gram.mT
+        # dR = R (dG + dG^T) / s with the scalar folded into the F x F factor; ds = -<G, dG> / s.
+        grad_root = root @ (symmetric / noise.unsqueeze(-1)) if ctx.needs_input_grad[0] else None
+        grad_noise = None
+        if ctx.needs_input_grad[1]:
+            grad_noise = -(gram * grad_gram).sum((-2, -1)).unsqueeze(-1) / noise
+        return grad_root, grad_noise
+
+
 def weighted_gram(root: Tensor, noise: Tensor) -> Tensor:
     r""":math:`G = R^\top\mathrm{diag}(\sigma^2)^{-1}R` for ``root`` ``(..., N, F)`` and ``noise`` ``(..., N)``.
 
     Autograd through ``scaled.mT @ root`` costs two :math:`NF^2` products in the backward pass (one per
     operand); using the symmetry of :math:`G`, one product :math:`P = R(\bar G + \bar G^\top)` gives both
     the root and the noise gradients, so forward plus backward cost :math:`2NF^2` instead of :math:`3NF^2`.
+
+    ``noise`` of shape ``(..., 1)`` is one variance per batch member (homoscedastic likelihoods): then the
+    division moves onto the :math:`F\times F` result and its gradient is
+    :math:`\partial G/\partial\sigma^2 = -G/\sigma^2`, so no :math:`N\times F` temporary is formed
+    besides the backward product.
     """
     batch_shape = torch.broadcast_shapes(root.shape[:-2], noise.shape[:-1])
     root = root.expand(*batch_shape, *root.shape[-2:])
     noise = noise.expand(*batch_shape, noise.size(-1))
+    if noise.size(-1) == 1 and root.size(-2) != 1:
+        return _ConstantNoiseGram.apply(root, noise)
     return _WeightedGram.apply(root, noise)

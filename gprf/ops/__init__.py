@@ -6,11 +6,13 @@ from gprf.ops.fwht import fwht, next_power_of_two, pad_to_power_of_two
 from gprf.ops.orthogonal import haar_orthogonal
 from gprf.ops.qmc import sobol_normal, sobol_uniform
 from gprf.ops.simplex import simplex_project, simplex_vertices
+from gprf.ops.trig import cos_sin
 
 __all__ = [
     "Clustering",
     "butterfly_apply",
     "butterfly_matrix",
+    "cos_sin",
     "farthest_point_clustering",
     "fwht",
     "haar_orthogonal",

@@ -26,6 +26,49 @@ def test_weighted_gram_value_and_gradcheck():
     assert torch.autograd.gradcheck(weighted_gram, (batch_root.requires_grad_(True), batch_noise[0].requires_grad_(True)))
 
 
+@pytest.mark.parametrize("shape", [(2, 40, 300), (30, 513), (5, 7)])
+def test_symmetric_gram_matches_the_full_product(shape):
+    from gprf.operators.weighted_gram import symmetric_gram
+
+    a = torch.randn(*shape, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    torch.testing.assert_close(symmetric_gram(a), a.mT @ a, rtol=1e-12, atol=1e-12)
+
+
+def test_constant_noise_gram_value_and_gradcheck():
+    root, _ = _inputs(batch=(2,))
+    noise = torch.tensor([[0.3], [0.7]], dtype=torch.float64)
+    expected = weighted_gram(root, noise.expand(2, 9))
+    torch.testing.assert_close(weighted_gram(root, noise), expected)
+    assert torch.autograd.gradcheck(weighted_gram, (root.requires_grad_(True), noise.requires_grad_(True)))
+
+
+@pytest.mark.parametrize("batch", [(), (3,)])
+def test_scaled_root_and_constant_noise_match_dense(batch):
+    """ScaleKernel's lazy amplitude and a homoscedastic noise enter through the F x F factor (no scaled root)."""
+    from linear_operator.operators import ConstantDiagLinearOperator
+
+    root, _ = _inputs(batch=batch)
+    amplitude = torch.full(batch, 1.7, dtype=torch.float64).requires_grad_(True)
+    noise = torch.full((*batch, 1), 0.2, dtype=torch.float64).requires_grad_(True)
+    rhs = torch.randn(*batch, 9, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    root.requires_grad_(True)
+    scaled = FeatureRootLinearOperator(root).mul(amplitude.view(*batch, 1, 1))  # as ScaleKernel does
+    operator = scaled + ConstantDiagLinearOperator(noise, diag_shape=9)
+    assert isinstance(operator, FeatureRootAddedDiagLinearOperator)
+    assert operator._root_parts()[1] is not None and operator._noise_variances().shape == (*batch, 1)
+    inv_quad, logdet = operator.inv_quad_logdet(inv_quad_rhs=rhs.unsqueeze(-1), logdet=True)
+    dense = amplitude.unsqueeze(-1).unsqueeze(-1) * (root @ root.mT) + noise.unsqueeze(-1) * torch.eye(9, dtype=torch.float64)
+    expected_inv_quad = (rhs * torch.linalg.solve(dense, rhs.unsqueeze(-1)).squeeze(-1)).sum(-1)
+    expected_logdet = torch.logdet(dense)
+    torch.testing.assert_close(inv_quad, expected_inv_quad)
+    torch.testing.assert_close(logdet, expected_logdet)
+    params = [root, amplitude, noise]
+    grads = torch.autograd.grad((inv_quad + logdet).sum(), params)
+    expected = torch.autograd.grad((expected_inv_quad + expected_logdet).sum(), params)
+    for actual, reference in zip(grads, expected):
+        torch.testing.assert_close(actual, reference)
+
+
 @pytest.mark.parametrize("batch", [(), (3,)])
 @pytest.mark.parametrize("num_features", [4, 20], ids=["feature-space", "fewer-points-than-features"])
 def test_inv_quad_logdet_matches_dense(batch, num_features):
