@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"
 
-from gprf import features, kernels, likelihoods, metrics, operators, ops, prediction, settings  # noqa: E402
+from gprf import features, kernels, likelihoods, metrics, operators, ops, prediction, settings, streaming  # noqa: E402
 from gprf.exceptions import DispatchFallbackWarning, LowRankStructureWarning  # noqa: E402
 
 __all__ = [
@@ -17,4 +17,5 @@ __all__ = [
     "ops",
     "prediction",
     "settings",
+    "streaming",
 ]

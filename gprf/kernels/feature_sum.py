@@ -21,6 +21,11 @@ def is_feature_kernel(kernel: Kernel) -> bool:
     return isinstance(unwrap_scale_kernel(kernel), FeatureKernel)
 
 
+def _active_inputs(kernel: Kernel, x: Tensor) -> Tensor:
+    """The columns of ``x`` a summand sees (GPyTorch selects ``active_dims`` in ``Kernel.__call__``, not here)."""
+    return x if kernel.active_dims is None else x.index_select(-1, kernel.active_dims)
+
+
 def scaled_features(kernel: Kernel, x: Tensor) -> Tensor:
     """The real root of ``kernel`` at raw inputs, with any ScaleKernel amplitude folded in as sqrt(outputscale)."""
     if isinstance(kernel, ScaleKernel):
@@ -65,7 +70,7 @@ class FeatureSumKernel(FeatureKernel):
         return sum(unwrap_scale_kernel(kernel).num_features for kernel in self.kernels)
 
     def features(self, x: Tensor) -> Tensor:
-        roots = [scaled_features(kernel, x) for kernel in self.kernels]
+        roots = [scaled_features(kernel, _active_inputs(kernel, x)) for kernel in self.kernels]
         batch_shape = torch.broadcast_shapes(*(root.shape[:-2] for root in roots))
         return torch.cat([root.expand(*batch_shape, *root.shape[-2:]) for root in roots], dim=-1)
 

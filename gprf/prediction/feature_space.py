@@ -60,7 +60,7 @@ def _kernel_of(covar: object) -> Kernel | None:
     return covar.kernel if isinstance(covar, LazyEvaluatedKernelTensor) else None
 
 
-def _feature_versions(kernel: Kernel | None) -> tuple[int, ...]:
+def feature_versions(kernel: Kernel | None) -> tuple[int, ...]:
     if kernel is None:
         return ()
     return tuple(module.draw_version for module in kernel.modules() if isinstance(module, FeatureMap))
@@ -94,7 +94,7 @@ class FeatureSpacePredictionStrategy(DefaultPredictionStrategy):
         return self.__class__(**kwargs)
 
     def _check_features_unchanged(self, posterior: WeightSpacePosterior) -> None:
-        if _feature_versions(self._kernel) != posterior.feature_versions:
+        if feature_versions(self._kernel) != posterior.feature_versions:
             raise RuntimeError(
                 "The random features changed (resample_features() or load_state_dict()) after this model's "
                 "prediction caches were built; call model.train() and then model.eval() to rebuild them."
@@ -116,7 +116,7 @@ class FeatureSpacePredictionStrategy(DefaultPredictionStrategy):
             factor = CapacitanceFactor.from_gram(scaled.mH @ phi)
             residual = (self.train_labels - self.train_prior_dist.mean).to(phi.dtype)
             rhs = (scaled.mH @ residual.unsqueeze(-1)).squeeze(-1)
-            versions = _feature_versions(self._kernel)
+            versions = feature_versions(self._kernel)
             posterior = WeightSpacePosterior(factor, rhs, _solve_vector(factor, rhs), versions)
         if posterior.mean.grad_fn is not None:
             # Drop the cache after a backward pass through it, as GPyTorch does for its own caches.

@@ -45,7 +45,7 @@ from gprf.exceptions import DispatchFallbackWarning
 from gprf.operators import FeatureRootLinearOperator
 from gprf.ops.clustering import farthest_point_clustering, nearest_center
 from gprf.prediction.capacitance import CapacitanceFactor
-from gprf.prediction.feature_space import FeatureSpacePredictionStrategy, _feature_versions
+from gprf.prediction.feature_space import FeatureSpacePredictionStrategy, feature_versions
 from gprf.prediction.roots import noise_diagonal
 
 _FACTOR_DTYPE = torch.float64
@@ -221,7 +221,7 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
                 factors.append(factor.cholesky)
                 weights.append(weight)
         posteriors = LocalPosteriors(
-            centers, CapacitanceFactor(torch.cat(factors)), torch.cat(weights), radius, _feature_versions(self._kernel)
+            centers, CapacitanceFactor(torch.cat(factors)), torch.cat(weights), radius, feature_versions(self._kernel)
         )
         self._local_posteriors = posteriors
         return posteriors

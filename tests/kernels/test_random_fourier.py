@@ -254,3 +254,14 @@ def test_share_features_uses_one_draw_for_every_batch_member():
     torch.testing.assert_close(fresh(x).to_dense(), covariance, rtol=0, atol=0)
     kernel.resample_features(torch.Generator().manual_seed(2))
     assert kernel.feature_map.frequencies.shape == first_member_draws.shape
+
+
+def test_feature_sum_respects_each_summands_active_dims():
+    from gpytorch.kernels import ScaleKernel
+
+    first = RandomFourierKernel(16, num_dims=1, active_dims=[0], seed=0).double()
+    second = ScaleKernel(RandomFourierKernel(16, num_dims=2, active_dims=[1, 2], seed=1)).double()
+    total = first + second
+    x = torch.rand(6, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    expected = first(x).to_dense() + second(x).to_dense()
+    torch.testing.assert_close(total(x).to_dense(), expected, rtol=0, atol=1e-12)
