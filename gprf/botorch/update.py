@@ -88,7 +88,7 @@ def weight_space_update(
     feature_map = gen_kernel_features(kernel, num_inputs=points.shape[-1], num_outputs=unwrap_scale_kernel(kernel).num_features)
     phi = feature_map(points).to(torch.float64)  # batch x N x F
     noise = noise.to(torch.float64).expand(phi.shape[:-1])
-    factor = CapacitanceFactor.from_gram(phi.mT @ (phi / noise.unsqueeze(-1)))
+    factor = CapacitanceFactor.from_features(phi, noise)
 
     observation_noise = noise.sqrt() * torch.randn_like(sample_values, dtype=torch.float64)
     errors = target_values.to(torch.float64) - sample_values.to(torch.float64) - observation_noise

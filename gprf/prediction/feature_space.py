@@ -112,10 +112,9 @@ class FeatureSpacePredictionStrategy(DefaultPredictionStrategy):
         with torch.no_grad() if settings.detach_test_caches.on() else torch.enable_grad():
             phi = self._weight_features(root)
             noise = noise.to(_FACTOR_DTYPE)
-            scaled = phi / noise.unsqueeze(-1)
-            factor = CapacitanceFactor.from_gram(scaled.mH @ phi)
+            factor = CapacitanceFactor.from_features(phi, noise)
             residual = (self.train_labels - self.train_prior_dist.mean).to(phi.dtype)
-            rhs = (scaled.mH @ residual.unsqueeze(-1)).squeeze(-1)
+            rhs = (phi.mH @ (residual / noise).unsqueeze(-1)).squeeze(-1)
             versions = feature_versions(self._kernel)
             posterior = WeightSpacePosterior(factor, rhs, _solve_vector(factor, rhs), versions)
         if posterior.mean.grad_fn is not None:

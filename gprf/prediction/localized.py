@@ -174,9 +174,8 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
     def _recentred(self, data: _TrainingData, centers: Tensor) -> tuple[CapacitanceFactor, Tensor]:
         """Factors and posterior weights of the models re-centred at ``centers`` ``(C, *batch, d)``."""
         phi = self._features(data, data.inputs - centers.unsqueeze(-2))  # (C, *batch, N, F)
-        scaled = phi / data.noise.unsqueeze(-1)
-        factor = CapacitanceFactor.from_gram(scaled.mT @ phi)
-        rhs = scaled.mT @ data.residual.unsqueeze(-1)
+        factor = CapacitanceFactor.from_features(phi, data.noise)
+        rhs = phi.mT @ (data.residual / data.noise).unsqueeze(-1)
         return factor, factor.solve(rhs).squeeze(-1)
 
     # ------------------------------------------------------------------ per-test-point centring
