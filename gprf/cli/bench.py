@@ -1,34 +1,30 @@
-"""``gprf bench``: training and prediction speed of gprf's random Fourier kernel against its peers.
+"""``gprf bench``: speed of gprf against its peers, measured in the same run (ratios, not absolute times).
 
-Three GPs with the same model (``ConstantMean``, ``ScaleKernel``, ``GaussianLikelihood``), the same
-hyperparameters and the same synthetic data, measured in the same run:
+Sub-benchmarks (``--what``, comma-separated, or ``all``; default ``mll,predict``):
 
-* gprf: ``ScaleKernel(gprf.kernels.RandomFourierKernel(F, d))`` (feature-space prediction strategy);
-* RFFKernel: ``ScaleKernel(gpytorch.kernels.RFFKernel(num_samples=F/2, num_dims=d))`` -- the same ``F``
-  real features ``[cos, sin]`` (GPyTorch's ``LinearPredictionStrategy``);
-* exact: ``ScaleKernel(gpytorch.kernels.RBFKernel())`` with a Cholesky factorisation, only when
-  ``N <= --exact-max-n``.
+* ``mll``: one marginal-likelihood step (forward + backward) of gprf's ``RandomFourierKernel`` against
+  GPyTorch's ``RFFKernel`` (same ``F``) and the exact GP, plus the matmul roofline: the step as a multiple of
+  ``3 N F^2`` flops at the GEMM rate measured in the same run (:mod:`gprf.cli.bench_gp`,
+  :mod:`gprf.cli.bench_roofline`);
+* ``predict``: predictive mean and variance at ``M`` test points, cold and warm caches;
+* ``featurize``: structured maps (SORF, TensorSRHT; fast Walsh–Hadamard transform) against dense
+  projections and scikit-learn's samplers (:mod:`gprf.cli.bench_featurize`);
+* ``thompson``: pathwise Thompson sampling with ``RandomFeatureSingleTaskGP`` against BoTorch's default
+  route on an exact ``SingleTaskGP`` (:mod:`gprf.cli.bench_thompson`).
 
-Both random-feature models train through a ``LowRankRootAddedDiagLinearOperator`` (GPyTorch's, or
-gprf's subclass ``FeatureRootAddedDiagLinearOperator``): Woodbury identity and matrix determinant
-lemma, O(N F^2), never an N x N matrix. The report checks this and prints the operator types.
+``--device cuda`` times on the GPU (every timed call is bracketed by ``torch.cuda.synchronize()``).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
-import statistics
-import textwrap
-from collections.abc import Callable
 
-import gpytorch
 import torch
-from gpytorch.kernels import RBFKernel, RFFKernel
-from linear_operator.operators import LinearOperator, LowRankRootAddedDiagLinearOperator
-from torch import Tensor
 
-from gprf.cli.models import CHOLESKY_MAX_SIZE, Hyperparameters, RegressionGP, set_hyperparameters
+from gprf.cli.bench_featurize import render_featurize, run_featurize
+from gprf.cli.bench_gp import MEASURES_OF, render_gp, run_gp
+from gprf.cli.bench_roofline import gemm_rates, render_roofline, roofline_report
+from gprf.cli.bench_thompson import render_thompson, run_thompson
 from gprf.cli.options import (
     DTYPES,
     CLIError,
@@ -39,30 +35,47 @@ from gprf.cli.options import (
     positive_int,
     resolve_device,
 )
-from gprf.cli.report import Progress, format_seconds, format_table, write_json
-from gprf.cli.timing import interleaved_timings
-from gprf.kernels import RandomFourierKernel
+from gprf.cli.report import Progress, write_json
 
-PEERS = ("gprf", "RFFKernel", "exact")
-MEASURES = {
-    "mll_step": "MLL step (forward + backward)",
-    "predict_cold": "predict, cold (builds caches)",
-    "predict_warm": "predict, warm (cached)",
-}
+SUB_BENCHMARKS = ("mll", "predict", "featurize", "thompson")
+DEFAULT_WHAT = "mll,predict"
+
+
+def sub_benchmarks(text: str) -> list[str]:
+    """argparse type of ``--what``: a comma-separated subset of :data:`SUB_BENCHMARKS`, or ``all``."""
+    names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    if names == ["all"]:
+        return list(SUB_BENCHMARKS)
+    unknown = [name for name in names if name not in SUB_BENCHMARKS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown sub-benchmark(s) {', '.join(map(repr, unknown)) or 'none given'}; "
+            f"choose from {', '.join(SUB_BENCHMARKS)} (comma-separated) or all"
+        )
+    return [name for name in SUB_BENCHMARKS if name in names]  # canonical order
+
+
+def positive_ints(text: str) -> list[int]:
+    """argparse type of a comma-separated list of positive integers."""
+    return [positive_int(part.strip()) for part in text.split(",")]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "bench",
-        help="time MLL steps and predictions: gprf vs GPyTorch RFFKernel vs exact GP",
+        help="time gprf against GPyTorch RFFKernel, exact GPs, scikit-learn and BoTorch (same run, ratios)",
         description=__doc__.split("\n\n")[0].strip().removeprefix("``gprf bench``: "),
+    )
+    parser.add_argument(
+        "--what", type=sub_benchmarks, default=sub_benchmarks(DEFAULT_WHAT), metavar="LIST",
+        help=f"sub-benchmarks: {', '.join(SUB_BENCHMARKS)} (comma-separated) or all (default: {DEFAULT_WHAT})",
     )
     parser.add_argument("--n", type=positive_int, default=32000, help="training points (default: 32000)")
     parser.add_argument("--d", type=positive_int, default=8, help="input dimension (default: 8)")
     parser.add_argument(
         "--features", type=positive_int, default=512, metavar="F", help="real features, even (default: 512)"
     )
-    parser.add_argument("--test-points", type=positive_int, default=1000, metavar="M", help="default: 1000")
+    parser.add_argument("--test-points", type=positive_int, default=10000, metavar="M", help="default: 10000")
     parser.add_argument("--repeats", type=positive_int, metavar="R", default=5, help="timed runs per measure (default: 5)")
     parser.add_argument("--warmup", type=non_negative_int, metavar="W", default=1, help="untimed runs first (default: 1)")
     parser.add_argument(
@@ -70,6 +83,35 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="time the exact GP only when N <= this (default: 8000; 0 disables it)",
     )
     parser.add_argument("--seed", type=non_negative_int, metavar="S", default=0, help="seed of the data and features (default: 0)")
+    feat = parser.add_argument_group("featurize")
+    feat.add_argument(
+        "--featurize-n", type=positive_int, metavar="N", default=10000, help="inputs mapped (default: 10000)"
+    )
+    feat.add_argument(
+        "--featurize-dims", type=positive_ints, metavar="D,...", default=[8, 512],
+        help="input dimensions (default: 8,512: a small d and one where O(d log d) vs O(d^2) matters)",
+    )
+    feat.add_argument(
+        "--sketch-degree", type=positive_int, metavar="P", default=2,
+        help="polynomial degree of the sketches (default: 2)",
+    )
+    ts = parser.add_argument_group("thompson")
+    ts.add_argument(
+        "--thompson-n", type=positive_int, metavar="N", default=20000,
+        help="training points of the gprf route (default: 20000)",
+    )
+    ts.add_argument(
+        "--thompson-exact-n", type=non_negative_int, metavar="N", default=1000,
+        help="training points where both routes run (default: 1000; BoTorch's dense update needs (S+2) N^2 "
+        "floats; 0 skips it)",
+    )
+    ts.add_argument(
+        "--paths", type=positive_int, metavar="S", default=100, help="sample paths = candidates selected (default: 100)"
+    )
+    ts.add_argument(
+        "--candidates", type=positive_int, metavar="C", default=2000,
+        help="points each path is maximised over (default: 2000)",
+    )
     add_device_arguments(parser)
     parser.add_argument("--json", metavar="OUT.json", help="write the results as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -77,88 +119,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return parser
 
 
-def synthetic_data(
-    n: int, d: int, m: int, seed: int, device: torch.device, dtype: torch.dtype
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Deterministic ``x ~ N(0, I_d)``, ``y = sum_j sin(2 x_j)/sqrt(d) + 0.1 eps`` and ``M`` test inputs."""
-    generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, d, generator=generator, dtype=torch.float64)
-    y = torch.sin(2.0 * x).sum(-1) / math.sqrt(d) + 0.1 * torch.randn(n, generator=generator, dtype=torch.float64)
-    test_x = torch.randn(m, d, generator=generator, dtype=torch.float64)
-    return x.to(device, dtype), y.to(device, dtype), test_x.to(device, dtype)
-
-
-def build_models(args: argparse.Namespace, x: Tensor, y: Tensor) -> dict[str, RegressionGP]:
-    """The compared models with identical hyperparameters (``exact`` only when N is small enough)."""
-    d = args.d
-    kernels: dict[str, Callable[[], gpytorch.kernels.Kernel]] = {
-        "gprf": lambda: RandomFourierKernel(args.features, d, seed=args.seed, ard_num_dims=d),
-        "RFFKernel": lambda: RFFKernel(num_samples=args.features // 2, num_dims=d, ard_num_dims=d),
+def config(args: argparse.Namespace, device: torch.device) -> dict:
+    return {
+        "what": args.what,
+        "n": args.n,
+        "d": args.d,
+        "features": args.features,
+        "rff_num_samples": args.features // 2,
+        "test_points": args.test_points,
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "dtype": args.dtype,
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "seed": args.seed,
+        "exact_max_n": args.exact_max_n,
     }
-    if args.n <= args.exact_max_n:
-        kernels["exact"] = lambda: RBFKernel(ard_num_dims=d)
-    hyper = Hyperparameters(
-        mean_constant=torch.tensor(0.0),
-        outputscale=torch.tensor(1.0),
-        lengthscale=torch.full((1, d), math.sqrt(d) / 2),
-        noise=torch.tensor([0.01]),
-    )
-    models = {}
-    for name, make_kernel in kernels.items():
-        with torch.random.fork_rng(devices=[]):  # RFFKernel draws from the global RNG: seed it, leave it as it was
-            torch.manual_seed(args.seed)
-            model = RegressionGP(x, y, make_kernel())
-        set_hyperparameters(model, hyper)
-        models[name] = model
-    return models
-
-
-def training_operator(model: RegressionGP) -> LinearOperator:
-    """The noisy training covariance whose ``inv_quad_logdet`` the marginal likelihood calls."""
-    model.train()
-    with torch.no_grad():
-        output = model.likelihood(model(*model.train_inputs))
-        return output.lazy_covariance_matrix.evaluate_kernel()
-
-
-def mll_step_fn(model: RegressionGP, test_x: Tensor | None = None) -> Callable[[], Tensor]:
-    """One marginal-likelihood step: ``-mll(model(x), y)`` on all training points and its backward pass."""
-    mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
-    x, y = model.train_inputs[0], model.train_targets
-
-    def step() -> Tensor:
-        model.train()
-        model.zero_grad(set_to_none=True)
-        loss = -mll(model(x), y)
-        loss.backward()
-        return loss
-
-    return step
-
-
-def _predict(model: RegressionGP, test_x: Tensor) -> tuple[Tensor, Tensor]:
-    """Latent predictive mean and marginal variances at ``test_x`` under ``torch.no_grad()``."""
-    model.eval()
-    with torch.no_grad():
-        output = model(test_x)
-        return output.mean, output.variance
-
-
-def predict_cold_fn(model: RegressionGP, test_x: Tensor) -> Callable[[], tuple[Tensor, Tensor]]:
-    """Prediction after clearing the caches (``train()`` then ``eval()``): includes conditioning on the
-    training data (the F x F factor, or the N x N Cholesky for the exact GP)."""
-
-    def run() -> tuple[Tensor, Tensor]:
-        model.train()
-        return _predict(model, test_x)
-
-    return run
-
-
-def predict_warm_fn(model: RegressionGP, test_x: Tensor) -> Callable[[], tuple[Tensor, Tensor]]:
-    """Prediction with the training caches already built (by an untimed call made here)."""
-    _predict(model, test_x)
-    return lambda: _predict(model, test_x)
 
 
 def run_bench(args: argparse.Namespace, log: Progress) -> dict:
@@ -170,113 +147,42 @@ def run_bench(args: argparse.Namespace, log: Progress) -> dict:
         raise CLIError(
             f"argument --features: must be even (F/2 frequencies with cos and sin features), got {args.features}"
         )
-    x, y, test_x = synthetic_data(args.n, args.d, args.test_points, args.seed, device, dtype)
-    models = build_models(args, x, y)
-    log(f"data: N={args.n}, d={args.d}, M={args.test_points}; models: {', '.join(models)}")
-
-    # Both random-feature models must train through a Woodbury operator (LowRankRootAddedDiagLinearOperator
-    # or a subclass of it, such as gprf's FeatureRootAddedDiagLinearOperator): O(N F^2), no N x N matrix.
-    train_ops = {name: training_operator(model) for name, model in models.items() if name != "exact"}
-    operators = {name: type(op).__name__ for name, op in train_ops.items()}
-    same_path = all(isinstance(op, LowRankRootAddedDiagLinearOperator) for op in train_ops.values())
-    del train_ops
-
-    makers = {"mll_step": mll_step_fn, "predict_cold": predict_cold_fn, "predict_warm": predict_warm_fn}
-    times: dict[str, dict[str, list[float]]] = {}
-    with gpytorch.settings.max_cholesky_size(CHOLESKY_MAX_SIZE):
-        for measure, label in MEASURES.items():
-            log(f"{label}: {args.warmup} warm-up + {args.repeats} timed run(s) of {', '.join(models)}")
-            fns = {name: makers[measure](model, test_x) for name, model in models.items()}
-            try:
-                times[measure] = interleaved_timings(fns, device, args.repeats, args.warmup)
-            except torch.cuda.OutOfMemoryError:
-                raise CLIError(f"out of GPU memory at N={args.n}; lower --n or --exact-max-n") from None
-    for model in models.values():
-        model.train()
-
-    medians = {measure: {name: statistics.median(v) for name, v in per.items()} for measure, per in times.items()}
-    ratios = {
-        measure: {
-            f"gprf/{peer}": per["gprf"] / per[peer] for peer in PEERS[1:] if peer in per and per[peer] > 0
-        }
-        for measure, per in medians.items()
-    }
-    return {
-        "command": "bench",
-        "config": {
-            "n": args.n,
-            "d": args.d,
-            "features": args.features,
-            "rff_num_samples": args.features // 2,
-            "test_points": args.test_points,
-            "repeats": args.repeats,
-            "warmup": args.warmup,
-            "dtype": args.dtype,
-            "device": str(device),
-            "threads": torch.get_num_threads(),
-            "seed": args.seed,
-            "exact_max_n": args.exact_max_n,
-        },
-        "models": list(models),
-        "exact_skipped": "exact" not in models,
-        "training_operators": operators,
-        "same_training_path": same_path,
-        "times_s": times,
-        "median_s": medians,
-        "ratios": ratios,
-    }
+    report: dict = {"command": "bench", "config": config(args, device)}
+    measures = [measure for name in args.what if name in MEASURES_OF for measure in MEASURES_OF[name]]
+    if measures:
+        report.update(run_gp(args, measures, device, dtype, log))
+    if "mll" in args.what:
+        log("roofline: GEMMs of the benchmark's sizes")
+        gemms = gemm_rates(args.n, args.features, device, dtype, args.repeats, args.warmup, args.seed)
+        report["roofline"] = roofline_report(gemms, args.n, args.features, report["median_s"]["mll_step"])
+    if "featurize" in args.what:
+        report["featurize"] = run_featurize(
+            args.featurize_n, args.featurize_dims, args.features, args.sketch_degree, args.seed,
+            device, dtype, args.repeats, args.warmup, log,
+        )  # fmt: skip
+    if "thompson" in args.what:
+        report["thompson"] = run_thompson(args, device, dtype, log)
+    return report
 
 
 def render_report(report: dict) -> str:
-    cfg, medians, ratios = report["config"], report["median_s"], report["ratios"]
-    models = report["models"]
+    cfg = report["config"]
     lines = [
-        f"gprf bench: N={cfg['n']} training points, d={cfg['d']}, F={cfg['features']} real features "
-        f"(RFFKernel num_samples={cfg['rff_num_samples']}), M={cfg['test_points']} test points, "
-        f"{cfg['dtype']} on {cfg['device']}, {cfg['threads']} thread(s)",
-        "models: ConstantMean + ScaleKernel(kernel) + GaussianLikelihood, identical hyperparameters "
-        "(lengthscale sqrt(d)/2, outputscale 1, noise 0.01)",
-        "training covariance: "
-        + ", ".join(f"{name} {op}" for name, op in report["training_operators"].items())
-        + (
-            " (both LowRankRootAddedDiagLinearOperator: Woodbury identity + determinant lemma, O(N F^2))"
-            if report["same_training_path"]
-            else "  ** WARNING: not both Woodbury low-rank operators, the comparison is not like for like **"
-        ),
+        f"gprf bench: {', '.join(cfg['what'])}; {cfg['dtype']} on {cfg['device']}, {cfg['threads']} thread(s), "
+        f"torch {cfg['torch']}",
     ]
-    if report["exact_skipped"]:
-        lines.append(f"exact GP skipped: N={cfg['n']} > --exact-max-n {cfg['exact_max_n']}")
-    else:
-        lines.append("exact GP: dense kernel, Cholesky factorisation (no CG/Lanczos)")
-    lines.append(f"times: median of {cfg['repeats']} run(s) after {cfg['warmup']} warm-up run(s), in seconds")
-    lines.append("")
-
-    ratio_names = [f"gprf/{peer}" for peer in models if peer != "gprf"]
-    headers = ["measure", *models, *ratio_names]
-    rows = []
-    for measure, label in MEASURES.items():
-        rows.append(
-            [label]
-            + [format_seconds(medians[measure].get(name)) for name in models]
-            + [f"{ratios[measure][r]:.3g}" if r in ratios[measure] else "-" for r in ratio_names]
-        )
-    lines.append(format_table(headers, rows))
-    lines.append("")
-    for measure, label in MEASURES.items():
-        parts = ", ".join(f"{name} {format_seconds(medians[measure][name])} s" for name in models)
-        ratio_text = ", ".join(f"ratio {r} {ratios[measure][r]:.3g}" for r in ratio_names if r in ratios[measure])
-        lines.append(f"{label}: {parts}; {ratio_text}")
-    notes = [
-        "MLL step: -ExactMarginalLogLikelihood on all N points, forward and backward to every hyperparameter.",
-        "predict : model(test_x).mean and .variance (latent f, marginal variances) at the M test points under "
-        "torch.no_grad(); no fast_pred_var (both feature strategies compute exact variances from the F x F "
-        "factor and ignore it; the exact GP uses its Cholesky). cold = caches cleared first (train(), eval()), "
-        "so conditioning on the training data is included; warm = caches built by an untimed call. Both include "
-        "all that GPyTorch's ExactGP.__call__ evaluates per call (e.g. the test x train kernel block).",
-        "ratio < 1: gprf is faster.",
-    ]
-    lines.append("")
-    lines += [textwrap.fill(note, width=110, subsequent_indent=" " * 10) for note in notes]
+    sections = []
+    if "median_s" in report:
+        sections.append(render_gp(report))
+    if "roofline" in report:
+        sections.append(render_roofline(report["roofline"], cfg["n"], cfg["features"]))
+    if "featurize" in report:
+        sections.append(render_featurize(report["featurize"]))
+    if "thompson" in report:
+        sections.append(render_thompson(report["thompson"]))
+    for section in sections:
+        lines += ["", *section]
+    lines += ["", "All contenders of a table are timed round-robin in the same run: compare ratios, not times."]
     return "\n".join(lines)
 
 

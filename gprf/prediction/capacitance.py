@@ -60,7 +60,7 @@ class CapacitanceFactor:
 
     @classmethod
     def from_features(cls, phi: Tensor, noise: Tensor) -> CapacitanceFactor:
-        """Factor :math:`I + \Phi^H\mathrm{diag}(\sigma^2)^{-1}\Phi` for features ``(..., N, F)``, noise ``(..., N)``.
+        r"""Factor :math:`I + \Phi^H\mathrm{diag}(\sigma^2)^{-1}\Phi` for features ``(..., N, F)``, noise ``(..., N)``.
 
         Real features go through :func:`~gprf.operators.weighted_gram.weighted_gram` (upper block triangle
         only, 5/8 of the GEMM at F = 512); complex ones through one Hermitian product.
