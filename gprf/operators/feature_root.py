@@ -14,7 +14,7 @@ from linear_operator.operators import (
 from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
-from gprf.operators.weighted_gram import weighted_gram
+from gprf.operators.weighted_gram import weighted_gram, weighted_gram_projection
 
 _FACTOR_DTYPE = torch.float64
 
@@ -67,18 +67,31 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
             return values.expand(*self.batch_shape, 1)
         return self._diag_tensor.diagonal(dim1=-2, dim2=-1)
 
-    def _factor(self) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
-        r"""``(raw root, noise, scale, L)`` with :math:`LL^\top = I + R^\top\Sigma^{-1}R`, :math:`R = c\,R_{raw}`.
+    def _factor(self, rhs: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
+        r"""``(raw root, noise, projection, L)``: :math:`LL^\top = I + R^\top\Sigma^{-1}R`, projection
+        :math:`R^\top\Sigma^{-1}\,\text{rhs}` (float64; ``None`` without ``rhs``), :math:`R = c\,R_{raw}`.
 
         The amplitude and a constant noise enter through :math:`\Sigma/c^2` (an :math:`O(N)` vector or a
-        scalar), so no scaled copy of the :math:`N\times F` root is formed, forward or backward.
+        scalar) and :math:`\text{rhs}/c`, so no scaled copy of the :math:`N\times F` root is formed.
         """
         raw, scale = self._root_parts()
         noise = self._noise_variances()
         effective_noise = noise if scale is None else noise / scale.square().unsqueeze(-1)
-        gram = weighted_gram(raw, effective_noise).to(_FACTOR_DTYPE)
+        projection = None
+        if rhs is not None and raw.dtype == _FACTOR_DTYPE:
+            effective_rhs = rhs if scale is None else rhs / scale.unsqueeze(-1).unsqueeze(-1)
+            gram, projection = weighted_gram_projection(raw, effective_noise, effective_rhs)
+        else:
+            gram = weighted_gram(raw, effective_noise).to(_FACTOR_DTYPE)
+            if rhs is not None:
+                # Lower-precision roots: the two inverse-quadratic terms nearly cancel at small noise, so the
+                # projection is formed in float64 (O(NF) work, unlike the Gram).
+                scaled_rhs = rhs.to(_FACTOR_DTYPE) / effective_noise.to(_FACTOR_DTYPE).unsqueeze(-1)
+                if scale is not None:
+                    scaled_rhs = scaled_rhs / scale.to(_FACTOR_DTYPE).unsqueeze(-1).unsqueeze(-1)
+                projection = raw.to(_FACTOR_DTYPE).mT @ scaled_rhs
         eye = torch.eye(gram.size(-1), dtype=_FACTOR_DTYPE, device=gram.device)
-        return raw, noise, scale, psd_safe_cholesky(gram + eye)
+        return raw, noise, projection, psd_safe_cholesky(gram + eye)
 
     def inv_quad_logdet(
         self, inv_quad_rhs: Tensor | None = None, logdet: bool | None = False, reduce_inv_quad: bool | None = True
@@ -103,18 +116,13 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
         return inv_quad_term, logdet_term
 
     def _feature_space_terms(self, rhs: Tensor | None, logdet: bool) -> tuple[Tensor | None, Tensor | None]:
-        raw, noise, scale, chol = self._factor()
+        raw, noise, projection, chol = self._factor(rhs)
         noise64 = noise.to(_FACTOR_DTYPE)
         inv_quad_term, logdet_term = None, None
         if rhs is not None:
-            # The two terms nearly cancel at small noise: form both in float64 (O(NF) work, unlike the Gram).
             rhs64 = rhs.to(_FACTOR_DTYPE)
-            scaled_rhs = rhs64 / noise64.unsqueeze(-1)
-            projected = raw.to(_FACTOR_DTYPE).mT @ scaled_rhs
-            if scale is not None:
-                projected = projected * scale.to(_FACTOR_DTYPE).unsqueeze(-1).unsqueeze(-1)
-            whitened = torch.linalg.solve_triangular(chol, projected, upper=False)
-            inv_quad_term = ((rhs64 * scaled_rhs).sum(-2) - whitened.square().sum(-2)).to(rhs.dtype)
+            whitened = torch.linalg.solve_triangular(chol, projection, upper=False)
+            inv_quad_term = ((rhs64.square() / noise64.unsqueeze(-1)).sum(-2) - whitened.square().sum(-2)).to(rhs.dtype)
         if logdet:
             logdet_chol = 2 * chol.diagonal(dim1=-2, dim2=-1).log().sum(-1)
             noise_logdet = noise64.log().expand(*noise64.shape[:-1], raw.size(-2)).sum(-1)

@@ -85,3 +85,58 @@ def weighted_gram(root: Tensor, noise: Tensor) -> Tensor:
     if noise.size(-1) == 1 and root.size(-2) != 1:
         return _ConstantNoiseGram.apply(root, noise)
     return _WeightedGram.apply(root, noise)
+
+
+def _add_outer(base: Tensor, left: Tensor, right_t: Tensor) -> Tensor:
+    """``base + left @ right_t`` accumulated in place by BLAS (one pass over ``base``, no temporary)."""
+    flat = base.reshape(-1, *base.shape[-2:])
+    flat.baddbmm_(left.reshape(-1, *left.shape[-2:]), right_t.reshape(-1, *right_t.shape[-2:]))
+    return flat.view(base.shape)
+
+
+class _WeightedGramProjection(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, root: Tensor, noise: Tensor, rhs: Tensor) -> tuple[Tensor, Tensor]:
+        constant = noise.size(-1) == 1
+        if constant:
+            gram = symmetric_gram(root) / noise.unsqueeze(-1)
+            projection = (root.mT @ rhs) / noise.unsqueeze(-1)
+        else:
+            gram = symmetric_gram(root * noise.rsqrt().unsqueeze(-1))
+            projection = root.mT @ (rhs / noise.unsqueeze(-1))
+        ctx.constant = constant
+        ctx.save_for_backward(root, noise, rhs, gram, projection)
+        return gram, projection
+
+    @staticmethod
+    def backward(ctx, grad_gram: Tensor, grad_projection: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        root, noise, rhs, gram, projection = ctx.saved_tensors
+        symmetric = grad_gram + grad_gram.mT
+        if ctx.constant:
+            # Everything scales by 1/s: fold it into the small factors so the N x F gradient is one GEMM.
+            inv = 1 / noise.unsqueeze(-1)
+            grad_root = _add_outer((root @ (symmetric * inv)).contiguous(), rhs, (grad_projection * inv).mT)
+            grad_rhs = root @ (grad_projection * inv)
+            grad_noise = -((gram * grad_gram).sum((-2, -1)) + (projection * grad_projection).sum((-2, -1)))
+            return grad_root, grad_noise.unsqueeze(-1) / noise, grad_rhs
+        # Q = R (dG + dG^T) + y dP^T: dR = Q / s, dy = R dP / s,
+        # ds_i = -[q_i . r_i + y_i . (R dP)_i] / (2 s_i^2).
+        combined = _add_outer((root @ symmetric).contiguous(), rhs, grad_projection.mT)
+        root_grad_projection = root @ grad_projection
+        grad_noise = -((combined * root).sum(-1) + (rhs * root_grad_projection).sum(-1)) / (2 * noise.square())
+        return combined / noise.unsqueeze(-1), grad_noise, root_grad_projection / noise.unsqueeze(-1)
+
+
+def weighted_gram_projection(root: Tensor, noise: Tensor, rhs: Tensor) -> tuple[Tensor, Tensor]:
+    r""":math:`(R^\top\Sigma^{-1}R,\; R^\top\Sigma^{-1}Y)` with one :math:`N\times F` gradient GEMM.
+
+    The marginal likelihood needs both; through separate autograd nodes the projection's gradient is an
+    extra outer product :math:`\Sigma^{-1}Y\,\bar P^\top` (an :math:`N\times F` temporary) added to the
+    Gram's. Here the backward accumulates it into the Gram gradient's GEMM in place. ``rhs`` is
+    ``(..., N, k)``; ``noise`` as in :func:`weighted_gram` (``(..., N)`` or ``(..., 1)``).
+    """
+    batch_shape = torch.broadcast_shapes(root.shape[:-2], noise.shape[:-1], rhs.shape[:-2])
+    root = root.expand(*batch_shape, *root.shape[-2:])
+    noise = noise.expand(*batch_shape, noise.size(-1))
+    rhs = rhs.expand(*batch_shape, *rhs.shape[-2:])
+    return _WeightedGramProjection.apply(root, noise, rhs)

@@ -34,6 +34,21 @@ def test_symmetric_gram_matches_the_full_product(shape):
     torch.testing.assert_close(symmetric_gram(a), a.mT @ a, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("noise_shape", [(2, 9), (2, 1)], ids=["heteroscedastic", "constant"])
+def test_gram_projection_values_and_gradcheck(noise_shape):
+    from gprf.operators.weighted_gram import weighted_gram_projection
+
+    generator = torch.Generator().manual_seed(8)
+    root = torch.randn(2, 9, 4, generator=generator, dtype=torch.float64, requires_grad=True)
+    noise = (0.5 + torch.rand(*noise_shape, generator=generator, dtype=torch.float64)).requires_grad_(True)
+    rhs = torch.randn(2, 9, 2, generator=generator, dtype=torch.float64, requires_grad=True)
+    gram, projection = weighted_gram_projection(root, noise, rhs)
+    inverse = 1 / noise.expand(2, 9).unsqueeze(-1)
+    torch.testing.assert_close(gram, root.mT @ (root * inverse))
+    torch.testing.assert_close(projection, root.mT @ (rhs * inverse))
+    assert torch.autograd.gradcheck(weighted_gram_projection, (root, noise, rhs))
+
+
 def test_constant_noise_gram_value_and_gradcheck():
     root, _ = _inputs(batch=(2,))
     noise = torch.tensor([[0.3], [0.7]], dtype=torch.float64)
