@@ -34,3 +34,13 @@ def check_resample_contract(build: Callable[..., FeatureMap], x: torch.Tensor) -
     feature_map.resample()
     assert torch.equal(feature_map(x), original)
     return original
+
+
+def build_in_float64(factory: Callable[..., FeatureMap], *args, **kwargs) -> FeatureMap:
+    """``factory(*args, **kwargs)`` with float64 draws: feature maps create their buffers in the default dtype."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        return factory(*args, **kwargs)
+    finally:
+        torch.set_default_dtype(previous)

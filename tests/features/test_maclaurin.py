@@ -24,6 +24,7 @@ from sklearn.datasets import load_digits
 
 from gprf.features import MaclaurinFeatures
 from gprf.metrics import relative_frobenius_error
+from tests.features.contract import build_in_float64
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -33,13 +34,7 @@ DIM = 3
 
 
 def _maclaurin(*args, **kwargs) -> MaclaurinFeatures:
-    """Build in float64 (feature maps create their buffers in the default dtype)."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        return MaclaurinFeatures(*args, **kwargs)
-    finally:
-        torch.set_default_dtype(previous)
+    return build_in_float64(MaclaurinFeatures, *args, **kwargs)
 
 
 def _points(n: int, dim: int, scale: float, seed: int, shift: float = 0.0) -> torch.Tensor:

@@ -22,6 +22,7 @@ from gprf.features import (
 )
 from gprf.features.signed_spectra import sphere_characteristic
 from gprf.metrics import relative_frobenius_error
+from tests.features.contract import build_in_float64
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -31,12 +32,7 @@ DELTA = delta_gaussian_spectrum([1.5, -1.0], [1.0, 0.4])
 
 
 def _signed(*args, **kwargs) -> SignedRandomFeatures:
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        return SignedRandomFeatures(*args, **kwargs)
-    finally:
-        torch.set_default_dtype(previous)
+    return build_in_float64(SignedRandomFeatures, *args, **kwargs)
 
 
 def _estimates(feature_map: SignedRandomFeatures, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

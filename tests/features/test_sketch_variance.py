@@ -15,6 +15,7 @@ import torch
 
 from gprf.features import PolynomialSketch
 from gprf.features.sketch_variance import pair_statistics, sketch_variance, srht_pair_count
+from tests.features.contract import build_in_float64
 
 Z = 5.0
 SKETCHES = ("gaussian", "rademacher", "srht")
@@ -31,12 +32,7 @@ def _rows(n: int, dim: int, generator: torch.Generator, nonnegative: bool = True
 
 
 def _map(dim: int, num_features: int, degree: int, sketch: str, is_complex: bool, **kwargs) -> PolynomialSketch:
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        return PolynomialSketch(dim, num_features, degree, sketch=sketch, complex=is_complex, seed=0, **kwargs)
-    finally:
-        torch.set_default_dtype(previous)
+    return build_in_float64(PolynomialSketch, dim, num_features, degree, sketch=sketch, complex=is_complex, seed=0, **kwargs)
 
 
 def _variance(x, y, degree, sketch, is_complex, part="total", num_features=TABLE_FEATURES, **kwargs) -> torch.Tensor:

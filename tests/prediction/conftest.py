@@ -63,6 +63,15 @@ def data64():
     return make_data()
 
 
+def train_and_predict(model, x, y, test_x, test_y, steps: int = 60):
+    """MLL training then the noisy predictive at ``test_x``: ``(losses, prediction, NMSE)``."""
+    losses = train_by_mll(model, x, y, steps=steps)
+    model.eval()
+    with torch.no_grad():
+        prediction = model.likelihood(model(test_x))
+    return losses, prediction, ((prediction.mean - test_y) ** 2).mean() / test_y.var()
+
+
 def train_by_mll(model, x, y, steps: int, lr: float = 0.05) -> list[float]:
     """Adam on the exact marginal likelihood (the user's usual loop); returns the losses."""
     model.train()
