@@ -12,7 +12,7 @@ Part 2: kernel ridge regression (the Krein-space posterior mean) on the diabetes
 142 test points, standardised inputs for the delta-Gaussian kernel, unit-normalised for the spherical one):
 test RMSE of the exact indefinite kernel against GRFF and GORF with s = 8d (ridge sigma^2 = 1 for the
 delta-Gaussian, 10 for the spherical kernel: a smaller ridge lets K_hat + sigma^2 I come close to singular), through
-``gprf.kernels.krein_ridge_mean``.
+``gprf.prediction.krein_ridge_mean``.
 
 Run ``python examples/signed_features.py [--plot]`` (about a minute on one CPU thread); ``--plot`` writes
 docs/_static/signed_features.png.
@@ -27,7 +27,8 @@ import torch
 from sklearn.datasets import load_diabetes, load_digits
 
 from gprf.features import SignedRandomFeatures, delta_gaussian_spectrum, spherical_polynomial_spectrum
-from gprf.kernels import SignedRandomFeatureKernel, krein_ridge_mean
+from gprf.kernels import SignedRandomFeatureKernel
+from gprf.prediction import krein_ridge_mean
 from gprf.metrics import relative_frobenius_error
 
 DRAWS = 10

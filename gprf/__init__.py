@@ -2,18 +2,35 @@
 
 __version__ = "0.1.0"
 
-from gprf import features, kernels, likelihoods, metrics, operators, ops, prediction, settings, streaming  # noqa: E402
-from gprf.exceptions import DispatchFallbackWarning, LowRankStructureWarning  # noqa: E402
+from gprf import (  # noqa: E402
+    distributions,
+    features,
+    kernels,
+    likelihoods,
+    linalg,
+    metrics,
+    ops,
+    prediction,
+    settings,
+    streaming,
+)
+from gprf._botorch_hook import register_with_botorch_if_imported  # noqa: E402
+from gprf.exceptions import DispatchFallbackWarning, LowRankStructureWarning, NonFiniteTrainingDataError  # noqa: E402
+
+# BoTorch already imported: register gprf's types with its dispatchers now (gprf itself never imports BoTorch).
+register_with_botorch_if_imported()
 
 __all__ = [
     "DispatchFallbackWarning",
     "LowRankStructureWarning",
+    "NonFiniteTrainingDataError",
     "__version__",
+    "distributions",
     "features",
     "kernels",
     "likelihoods",
+    "linalg",
     "metrics",
-    "operators",
     "ops",
     "prediction",
     "settings",

@@ -16,3 +16,7 @@ class IndefiniteKernelError(ValueError):
 
 class LowRankStructureWarning(UserWarning):
     """An operation on random-feature kernels loses the low-rank root (dense N x N covariance)."""
+
+
+class NonFiniteTrainingDataError(ValueError):
+    """Training inputs, targets or noise variances hold NaN or infinite values (their count is in the message)."""

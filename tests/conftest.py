@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import gpytorch
 import pytest
 import torch
 
@@ -58,3 +59,18 @@ def single_thread():
         yield
     finally:
         torch.set_num_threads(previous)
+
+
+@pytest.fixture(autouse=True)
+def gpytorch_log_prob_default(request: pytest.FixtureRequest):
+    """Run each test under the ``log_prob`` setting its user has.
+
+    Collecting the BoTorch tests imports BoTorch, which switches linear_operator's fast ``log_prob`` off for the
+    whole process. A GPyTorch user who never imports BoTorch has it on (GPyTorch's default), so tests not marked
+    ``botorch`` run with it on; ``botorch`` tests keep BoTorch's setting, as a BoTorch user's process has it.
+    """
+    if request.node.get_closest_marker("botorch") is not None:
+        yield
+        return
+    with gpytorch.settings.fast_computations.log_prob(True):
+        yield

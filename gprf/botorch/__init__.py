@@ -1,6 +1,7 @@
 """BoTorch integration (optional extra ``gprf[botorch]``).
 
-Importing this module
+Importing this module (``import gprf`` does it when BoTorch is already imported, and so does building a gprf
+feature kernel after BoTorch was imported; gprf itself never imports BoTorch)
 
 * registers every gprf feature kernel with BoTorch's pathwise feature generator, so prior sample paths use
   the kernel's own frozen features (:class:`KernelRootFeatureMap`): ``draw_matheron_paths``,
@@ -9,7 +10,8 @@ Importing this module
   default weights are biased for batched, e.g. multi-output, models);
 * routes BoTorch's Gaussian pathwise update for ``ExactGP`` models whose covariance is a gprf feature
   kernel through :func:`weight_space_update` (:math:`O(NF^2 + F^3 + SNF)` instead of a dense
-  :math:`N\\times N` Cholesky broadcast over samples); every other model keeps BoTorch's own update;
+  :math:`N\\times N` Cholesky broadcast over samples); every other model keeps BoTorch's own update and prior
+  sampler, bit for bit (:mod:`gprf.botorch.dispatch`);
 * provides :class:`RandomFeatureSingleTaskGP`.
 """
 
@@ -18,9 +20,10 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise ImportError("gprf.botorch needs BoTorch: pip install 'gprf[botorch]'.") from error
 
+from gprf.botorch import dispatch  # noqa: F401  (the registrations)
 from gprf.botorch.features import KernelRootFeatureMap
-from gprf.botorch.prior import path_weights
 from gprf.botorch.models import RandomFeatureSingleTaskGP, output_batch_dims
+from gprf.botorch.prior import path_weights
 from gprf.botorch.update import weight_space_update
 
 __all__ = [

@@ -16,7 +16,8 @@ from botorch.sampling.pathwise.features.generators import GenKernelFeatures
 from gpytorch.kernels import Kernel
 from torch import Size, Tensor
 
-from gprf.kernels import FeatureKernel, RandomFeatureKernel
+from gprf.kernels import FeatureKernel, RandomFeatureKernel, is_feature_kernel, unwrap_scale_kernel
+from gprf.linalg import feature_root
 
 
 class IdentityTransform(torch.nn.Module):
@@ -27,27 +28,32 @@ class IdentityTransform(torch.nn.Module):
 
 
 def check_pathwise_kernel(kernel: Kernel) -> None:
-    """Raise if sample paths from ``kernel``'s real root would not follow the model's posterior."""
-    if isinstance(kernel, RandomFeatureKernel) and kernel.posterior == "complex" and kernel.feature_map.is_complex:
+    """Raise unless sample paths from ``kernel``'s real root follow the model's posterior."""
+    if not is_feature_kernel(kernel):
+        raise TypeError(
+            f"{type(unwrap_scale_kernel(kernel)).__name__} has no finite feature map; gprf's pathwise sampling needs "
+            "a gprf random-feature kernel (optionally in ScaleKernel)."
+        )
+    base = unwrap_scale_kernel(kernel)
+    if isinstance(base, RandomFeatureKernel) and base.posterior == "complex" and base.feature_map.is_complex:
         raise NotImplementedError(
-            f"{type(kernel).__name__} uses posterior='complex', whose predictive is not the posterior of a "
+            f"{type(base).__name__} uses posterior='complex', whose predictive is not the posterior of a "
             "real Gaussian feature model, so pathwise samples cannot follow it; set posterior='real_kernel' "
             "(the default) for pathwise sampling."
         )
 
 
 class KernelRootFeatureMap(PathwiseFeatureMap):
-    r"""BoTorch feature map :math:`\phi(x) = r(x)`: the real feature root of a gprf kernel at raw inputs.
+    r"""BoTorch feature map :math:`\phi(x) = \sqrt s\,r(x)`: the feature root of a gprf covariance at raw inputs.
 
-    The kernel applies its own lengthscale (so gradients and later hyperparameter changes are seen) and
-    its ``active_dims``; the map adds nothing random. ``output_transform`` is the identity so that
-    BoTorch's ``ScaleKernel`` generator can chain the outputscale onto it.
-
-    Args:
-        kernel: A gprf :class:`~gprf.kernels.FeatureKernel`.
+    ``kernel`` is a gprf :class:`~gprf.kernels.FeatureKernel`, alone or inside ``ScaleKernel`` (amplitude
+    :math:`s`). The map evaluates ``kernel(x)`` as GPyTorch does (``active_dims``, lengthscales) and reads the
+    root back through :func:`gprf.linalg.feature_root`, so later hyperparameter changes are seen and nothing
+    random is added. ``output_transform`` is the identity, so that BoTorch's ``ScaleKernel`` generator can chain
+    an outputscale onto a map built for the bare kernel.
     """
 
-    def __init__(self, kernel: FeatureKernel) -> None:
+    def __init__(self, kernel: Kernel) -> None:
         check_pathwise_kernel(kernel)
         super().__init__()
         self.kernel = kernel
@@ -55,14 +61,11 @@ class KernelRootFeatureMap(PathwiseFeatureMap):
         self.output_transform = IdentityTransform()
 
     def forward(self, x: Tensor) -> Tensor:
-        active_dims = self.kernel.active_dims
-        if active_dims is not None:
-            x = x.index_select(-1, active_dims)
-        return self.kernel.features(x)
+        return feature_root(self.kernel(x)).scaled_features()
 
     @property
     def num_outputs(self) -> int:
-        return self.kernel.num_features
+        return unwrap_scale_kernel(self.kernel).root_dim
 
     @property
     def batch_shape(self) -> Size:
@@ -73,4 +76,10 @@ class KernelRootFeatureMap(PathwiseFeatureMap):
 def _gen_kernel_root_features(kernel: FeatureKernel, *, num_inputs: int, num_outputs: int) -> KernelRootFeatureMap:
     # ``num_outputs`` (BoTorch's requested feature count) is ignored on purpose: the model's covariance is
     # fixed by the kernel's own features, and drawing a different number would sample another model.
+    return KernelRootFeatureMap(kernel)
+
+
+def gen_root_features(kernel: Kernel, num_inputs: int, num_outputs: int) -> KernelRootFeatureMap:
+    """A ``map_generator`` for BoTorch's prior samplers: the root of the whole covariance module (amplitude
+    included, read by the one decoder), whatever BoTorch's own generators would do with its wrappers."""
     return KernelRootFeatureMap(kernel)

@@ -17,8 +17,8 @@ from gpytorch.module import Module
 from torch import Tensor
 
 from gprf.botorch.features import check_pathwise_kernel
-from gprf.kernels import RandomFourierKernel
-from gprf.kernels.feature_sum import is_feature_kernel, unwrap_scale_kernel
+from gprf.distributions import MultivariateNormal
+from gprf.kernels import RandomFourierKernel, is_feature_kernel, unwrap_scale_kernel
 
 
 class RandomFeatureSingleTaskGP(SingleTaskGP):
@@ -35,9 +35,13 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
       shape; anything else raises, naming the kernel, instead of silently training an :math:`O(N^3)` model;
     * ``_subset_batch_dict`` covers every parameter and feature buffer with an output batch dimension,
       so ``subset_output`` works with any gprf kernel;
+    * the marginal likelihood is the exact :math:`O(NF^2)` one whatever linear_operator's fast-computation
+      settings (BoTorch switches fast ``log_prob`` off on import, which would make a plain ``SingleTaskGP``
+      with a gprf kernel factor the dense :math:`N\times N` matrix): ``forward`` returns
+      :class:`gprf.distributions.MultivariateNormal`;
     * pathwise sampling (``draw_matheron_paths``, ``PathwiseThompsonSampling``) uses the kernel's own
       features and the weight-space update of :mod:`gprf.botorch` (also true for a plain ``SingleTaskGP``
-      with a gprf kernel once :mod:`gprf.botorch` is imported).
+      with a gprf kernel).
 
     Args:
         train_X: ``batch_shape x n x d`` training inputs.
@@ -100,6 +104,10 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
         )
         self._subset_batch_dict = output_batch_dims(self, self._aug_batch_shape)
 
+    def forward(self, x: Tensor) -> MultivariateNormal:
+        prior = super().forward(x)
+        return MultivariateNormal(prior.mean, prior.lazy_covariance_matrix)
+
 
 def _transformed_dim(train_X: Tensor, input_transform: InputTransform | None) -> int:
     """The input dimension the kernel sees (input transforms may add or drop columns)."""
@@ -116,7 +124,7 @@ def _check_covar_module(covar_module: Module, batch_shape: torch.Size) -> None:
             f"{type(unwrap_scale_kernel(covar_module)).__name__} has no finite feature map. Use "
             "botorch.models.SingleTaskGP for exact kernels."
         )
-    check_pathwise_kernel(unwrap_scale_kernel(covar_module))
+    check_pathwise_kernel(covar_module)
     if covar_module.batch_shape != batch_shape:
         raise ValueError(
             f"covar_module has batch_shape {tuple(covar_module.batch_shape)} but the model needs "

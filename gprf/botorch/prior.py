@@ -11,23 +11,12 @@ standard normal and the paths independent across outputs.
 
 from __future__ import annotations
 
-from functools import partial
 from math import prod
-from typing import Any
 
 import torch
-from botorch.sampling.pathwise import prior_samplers
-from botorch.sampling.pathwise.paths import GeneralizedLinearPath
-from botorch.sampling.pathwise.prior_samplers import DrawKernelFeaturePaths
 from botorch.utils.sampling import draw_sobol_normal_samples
-from gpytorch.models import ExactGP
 from torch import Size, Tensor
 from torch.quasirandom import SobolEngine
-
-from gprf.kernels.feature_sum import is_feature_kernel
-
-# BoTorch's prior sampler for ExactGP models; every model whose covariance is not a gprf kernel keeps it.
-_botorch_exact_prior = prior_samplers._draw_kernel_feature_paths_ExactGP
 
 
 def path_weights(shape: Size, batch_ndim: int) -> Tensor:
@@ -42,10 +31,3 @@ def path_weights(shape: Size, batch_ndim: int) -> Tensor:
     if dim > SobolEngine.MAXDIM:
         return torch.randn(shape, dtype=torch.float64)
     return draw_sobol_normal_samples(n=num_paths, d=dim, dtype=torch.float64).reshape(shape)
-
-
-@DrawKernelFeaturePaths.register(ExactGP)
-def _draw_kernel_feature_paths_exact_gp(model: ExactGP, **kwargs: Any) -> GeneralizedLinearPath:
-    if is_feature_kernel(model.covar_module) and kwargs.get("weight_generator") is None:
-        kwargs["weight_generator"] = partial(path_weights, batch_ndim=len(model.covar_module.batch_shape))
-    return _botorch_exact_prior(model, **kwargs)

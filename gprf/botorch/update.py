@@ -14,37 +14,32 @@ push-through identity gives the same update in weight space,
     (f \mid y)(\cdot) = f(\cdot) + \phi(\cdot)^\top v, \qquad
     v = (I + \Phi^\top\Sigma^{-1}\Phi)^{-1}\Phi^\top\Sigma^{-1}(y - f(X) - \varepsilon),
 
-at :math:`O(NF^2 + F^3 + SNF)` with the :math:`F\times F` capacitance formed and factored in float64 (as in
-:class:`~gprf.prediction.FeatureSpacePredictionStrategy`). Wilson et al. (2020, 2021) "Efficiently
-sampling functions from Gaussian process posteriors" / "Pathwise conditioning of Gaussian processes".
+at :math:`O(NF^2 + F^3 + SNF)` with the :math:`F\times F` capacitance from :func:`gprf.linalg.factor_capacitance`
+(as in :class:`~gprf.prediction.FeatureSpacePredictionStrategy`). J. T. Wilson, V. Borovitskiy, A. Terenin,
+P. Mostowsky, M. P. Deisenroth: *Efficiently sampling functions from Gaussian process posteriors*, ICML 2020,
+and *Pathwise conditioning of Gaussian processes*, JMLR 2021.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-from botorch.sampling.pathwise import update_strategies
-from botorch.sampling.pathwise.features import gen_kernel_features
 from botorch.sampling.pathwise.paths import GeneralizedLinearPath
-from botorch.sampling.pathwise.update_strategies import GaussianUpdate
 from botorch.sampling.pathwise.utils import get_input_transform, get_train_inputs, get_train_targets
 from botorch.utils.transforms import is_ensemble
-from gpytorch.likelihoods import _GaussianLikelihoodBase
+from gpytorch.likelihoods import Likelihood
 from gpytorch.models import ExactGP
 from linear_operator.operators import LinearOperator, ZeroLinearOperator
 from torch import Tensor
 
-from gprf.kernels.feature_sum import is_feature_kernel, unwrap_scale_kernel
-from gprf.prediction.capacitance import CapacitanceFactor
-
-# BoTorch's own update for ExactGP models; every model whose covariance is not a gprf feature kernel keeps it.
-_botorch_exact_update = update_strategies._gaussian_update_ExactGP
+from gprf.botorch.features import KernelRootFeatureMap
+from gprf.kernels import is_feature_kernel
+from gprf.linalg import factor_capacitance, feature_root
+from gprf.settings import factor_dtype
 
 
 def weight_space_update(
     model: ExactGP,
-    likelihood: _GaussianLikelihoodBase,
+    likelihood: Likelihood,
     *,
     sample_values: Tensor,
     target_values: Tensor | None = None,
@@ -83,35 +78,26 @@ def weight_space_update(
             "The weight-space update needs positive observation noise (the capacitance I + Phi^T Sigma^-1 Phi "
             "divides by it); give the likelihood a noise floor."
         )
-    noise = noise_covariance.diagonal(dim1=-2, dim2=-1)
+    dtype = factor_dtype.value()
+    root = feature_root(kernel(points))
+    phi = root.features.to(dtype)  # batch x N x F
+    noise = noise_covariance.diagonal(dim1=-2, dim2=-1).to(dtype).expand(phi.shape[:-1])
 
-    feature_map = gen_kernel_features(kernel, num_inputs=points.shape[-1], num_outputs=unwrap_scale_kernel(kernel).num_features)
-    phi = feature_map(points).to(torch.float64)  # batch x N x F
-    noise = noise.to(torch.float64).expand(phi.shape[:-1])
-    factor = CapacitanceFactor.from_features(phi, noise)
-
-    observation_noise = noise.sqrt() * torch.randn_like(sample_values, dtype=torch.float64)
-    errors = target_values.to(torch.float64) - sample_values.to(torch.float64) - observation_noise
+    observation_noise = noise.sqrt() * torch.randn_like(sample_values, dtype=dtype)
+    errors = target_values.to(dtype) - sample_values.to(dtype) - observation_noise
 
     # Solve with the samples as columns: C^{-1} Phi^T Sigma^{-1} E for E of shape batch x N x S.
     batch_ndim = phi.dim() - 2
     sample_shape = errors.shape[: errors.dim() - batch_ndim - 1]
     columns = errors.reshape(-1, *errors.shape[-batch_ndim - 1 :]).movedim(0, -1)  # batch x N x S
     columns = columns.expand(*phi.shape[:-1], columns.size(-1))
-    weight = factor.solve(phi.mT @ (columns / noise.unsqueeze(-1)))  # batch x F x S
+    outputscale = None if root.outputscale is None else root.outputscale.to(dtype)
+    factor, projection = factor_capacitance(phi, noise, columns, outputscale)
+    weight = factor.solve(projection)  # batch x F x S
     weight = weight.movedim(-1, 0).reshape(*sample_shape, *phi.shape[:-2], phi.size(-1))
 
+    feature_map = KernelRootFeatureMap(kernel)
     feature_map.input_transform = get_input_transform(model)
     return GeneralizedLinearPath(
         feature_map=feature_map, weight=weight.to(sample_values.dtype), is_ensemble=is_ensemble(model)
     )
-
-
-@GaussianUpdate.register(ExactGP, _GaussianLikelihoodBase)
-def _gaussian_update_exact_gp(
-    model: ExactGP, likelihood: _GaussianLikelihoodBase, *, scale_tril: Any = None, **kwargs: Any
-) -> GeneralizedLinearPath:
-    # A caller-supplied Cholesky factor of K + Sigma belongs to BoTorch's dense route; honour it there.
-    if scale_tril is None and is_feature_kernel(model.covar_module):
-        return weight_space_update(model, likelihood, **kwargs)
-    return _botorch_exact_update(model, likelihood, scale_tril=scale_tril, **kwargs)

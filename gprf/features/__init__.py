@@ -1,6 +1,6 @@
 """Random feature maps (torch modules, no GPyTorch): x -> Phi(x)."""
 
-from gprf.features.base import FeatureMap
+from gprf.features.base import FeatureMap, FeatureMapBase, SignedFeatureMap, real_root
 from gprf.features.compositional import CompositionalFeatures
 from gprf.features.dual_activations import ACTIVATIONS, DualActivation
 from gprf.features.fourier import FOURIER_KERNELS, FOURIER_SAMPLERS, RandomFourierFeatures
@@ -29,6 +29,7 @@ __all__ = [
     "FOURIER_KERNELS",
     "FOURIER_SAMPLERS",
     "FeatureMap",
+    "FeatureMapBase",
     "InputNode",
     "InternalNode",
     "MaclaurinAllocation",
@@ -42,6 +43,7 @@ __all__ = [
     "SKETCHES",
     "SPECTRA",
     "SignedRadialSpectrum",
+    "SignedFeatureMap",
     "SignedRandomFeatures",
     "Skeleton",
     "SphericalPolynomialSpectrum",
@@ -50,5 +52,6 @@ __all__ = [
     "check_unit_norm",
     "delta_gaussian_spectrum",
     "optimize_maclaurin_allocation",
+    "real_root",
     "spherical_polynomial_spectrum",
 ]

@@ -1,4 +1,4 @@
-"""The FeatureMap contract: x -> Phi(x) with k(x, y) ~ Re(Phi(x) Phi(y)^H)."""
+"""The feature-map contracts: one real root (:class:`FeatureMap`) or two roots and a signature (:class:`SignedFeatureMap`)."""
 
 from __future__ import annotations
 
@@ -12,27 +12,31 @@ from torch import Tensor
 from gprf._checks import check_choice, check_features_input, check_positive_int
 
 
-class FeatureMap(torch.nn.Module, ABC):
-    r"""Base class of every random feature map in gprf.
+class FeatureMapBase(torch.nn.Module, ABC):
+    r"""What every random feature map in gprf shares: its random draws, batch handling and input checks.
 
-    A feature map turns inputs ``x`` of shape ``(..., n, input_dim)`` (already divided by any
-    lengthscale) into features :math:`\Phi(x)` of shape ``(..., n, num_features)`` such that
-    :math:`\hat k(x, y) = \mathrm{Re}\,\Phi(x)\Phi(y)^H` estimates a kernel.
+    A feature map turns inputs ``x`` of shape ``(..., n, input_dim)`` (already divided by any lengthscale)
+    into features whose inner products estimate a kernel. :class:`FeatureMap` returns one root
+    (:math:`\hat k = \mathrm{Re}\,\Phi\Phi^H`), :class:`SignedFeatureMap` two roots and a signature
+    (:math:`\hat k = AA^\top - BB^\top`, an indefinite kernel); they are siblings, not one a restriction of the
+    other.
 
     Contract (relied on by kernels, prediction strategies and the BoTorch integration):
 
     * every random draw is a registered buffer created eagerly in ``__init__`` (so ``.to()``,
       ``state_dict``/``load_state_dict`` into a fresh object, pickling and ``deepcopy`` work), drawn
       from a ``torch.Generator`` seeded by ``seed`` (the global RNG seeds it when ``seed is None``);
-      :meth:`resample` redraws the buffers in place;
+      :meth:`resample` redraws the buffers in place and bumps :attr:`draw_version`;
     * buffers carry a leading ``batch_shape`` (independent draws per batch member);
-    * :meth:`real_features` returns the real root :math:`R` with :math:`RR^\top = \mathrm{Re}(\Phi\Phi^H)`;
+    * ``num_features`` is the number of features :math:`F` of the map: real features for real maps, complex
+      features for complex maps (whose real root has :math:`2F` columns), frequencies per part for signed maps;
+      ``root_dim`` is the number of columns of the real root(s), the size of the factorisations downstream;
+    * inputs of another floating dtype than the draws are computed in the promoted dtype (as torch's type
+      promotion does for GPyTorch's kernels);
     * no host synchronisation and no numpy in the forward pass.
 
     Subclasses implement :meth:`_draw` (the random tensors, keyed by buffer name) and :meth:`_featurize`.
     """
-
-    is_complex: bool = False
 
     def __init__(
         self,
@@ -116,16 +120,24 @@ class FeatureMap(torch.nn.Module, ABC):
         return self._map_random_buffers(lambda t: t.expand(*batch_shape, *t.shape[old:]), batch_shape)
 
     # ------------------------------------------------------------------ features
-    def forward(self, x: Tensor) -> Tensor:
-        """Features :math:`\\Phi(x)`, shape ``(..., n, num_features)``, real or complex."""
+    def forward(self, x: Tensor):
+        """The features of ``x`` (see the subclasses), in the promoted dtype of the inputs and the draws."""
         check_features_input(x, self.input_dim, type(self).__name__)
         dtype = self._buffer_dtype()
-        if dtype is not None and x.dtype != dtype:
-            raise TypeError(
-                f"{type(self).__name__} holds {dtype} draws but got {x.dtype} inputs; convert the inputs or "
-                f"call .to({x.dtype}) on the feature map (or model)."
-            )
-        return self._featurize(x)
+        if dtype is None or x.dtype == dtype:
+            return self._featurize(x)
+        promoted = torch.promote_types(x.dtype, dtype)
+        x = x.to(promoted)
+        if promoted == dtype:
+            return self._featurize(x)
+        # Draws in a lower precision than the inputs (e.g. a float32 kernel in a float64 model): compute with
+        # the draws promoted for this call only, leaving the module's buffers as they are.
+        promoted_buffers = {
+            name: buffer.to(torch.promote_types(buffer.dtype, promoted))
+            for name, buffer in self.named_buffers()
+            if buffer.is_floating_point() or buffer.is_complex()
+        }
+        return torch.func.functional_call(self, promoted_buffers, (x,), strict=False)
 
     def _buffer_dtype(self) -> torch.dtype | None:
         """The floating dtype of the draws (``None`` for maps without floating draws)."""
@@ -138,18 +150,6 @@ class FeatureMap(torch.nn.Module, ABC):
     @abstractmethod
     def _featurize(self, x: Tensor) -> Tensor:
         """Features of validated inputs."""
-
-    @property
-    def num_real_features(self) -> int:
-        """Number of columns of :meth:`real_features`."""
-        return 2 * self.num_features if self.is_complex else self.num_features
-
-    def real_features(self, x: Tensor) -> Tensor:
-        r"""Real root :math:`R` with :math:`RR^\top = \mathrm{Re}(\Phi\Phi^H)`: ``[Re Φ, Im Φ]`` for complex maps."""
-        phi = self(x)
-        if phi.is_complex():
-            return torch.cat([phi.real, phi.imag], dim=-1)
-        return phi
 
     # ------------------------------------------------------------------ closed forms
     def expected_kernel(self, x1: Tensor, x2: Tensor) -> Tensor:
@@ -185,3 +185,57 @@ class FeatureMap(torch.nn.Module, ABC):
 
     def extra_repr(self) -> str:
         return f"input_dim={self.input_dim}, num_features={self.num_features}, batch_shape={tuple(self.batch_shape)}"
+
+
+class FeatureMap(FeatureMapBase):
+    r"""A random feature map :math:`x \mapsto \Phi(x)` with :math:`\hat k(x, y) = \mathrm{Re}\,\Phi(x)\Phi(y)^H`.
+
+    :meth:`forward` returns :math:`\Phi(x)`, real or complex (``is_complex``), of shape ``(..., n, num_features)``;
+    :meth:`real_features` the real root :math:`R` with :math:`RR^\top = \mathrm{Re}(\Phi\Phi^H)`, which has
+    ``root_dim`` columns. See :class:`FeatureMapBase` for the contract every map keeps.
+    """
+
+    is_complex: bool = False
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Features :math:`\\Phi(x)`, shape ``(..., n, num_features)``, real or complex."""
+        return super().forward(x)
+
+    @property
+    def root_dim(self) -> int:
+        """Number of columns of :meth:`real_features`: ``num_features``, doubled for complex maps."""
+        return 2 * self.num_features if self.is_complex else self.num_features
+
+    def real_features(self, x: Tensor) -> Tensor:
+        r"""Real root :math:`R` with :math:`RR^\top = \mathrm{Re}(\Phi\Phi^H)`: ``[Re Φ, Im Φ]`` for complex maps."""
+        return real_root(self(x))
+
+
+def real_root(phi: Tensor) -> Tensor:
+    r"""The real root of features :math:`\Phi`: :math:`\Phi` itself, or :math:`[\mathrm{Re}\,\Phi, \mathrm{Im}\,\Phi]`."""
+    return torch.cat([phi.real, phi.imag], dim=-1) if phi.is_complex() else phi
+
+
+class SignedFeatureMap(FeatureMapBase):
+    r"""A random feature map with two real roots: :math:`\hat k(x, y) = a(x)^\top a(y) - b(x)^\top b(y)`.
+
+    The estimate of an indefinite kernel has no real root :math:`R` with :math:`RR^\top = \hat K`; it is
+    :math:`L\,\mathrm{diag}(\varsigma)L^\top` with :math:`L = [A, B]` and the :meth:`signature`
+    :math:`\varsigma = (1, \ldots, 1, -1, \ldots, -1)`. :meth:`forward` returns ``(A, B)``, each with ``root_dim``
+    columns. See :class:`FeatureMapBase` for the contract every map keeps.
+    """
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        r"""The roots ``(A, B)``, each of shape ``(..., n, root_dim)``: :math:`\hat K = AA^\top - BB^\top`."""
+        return super().forward(x)
+
+    @property
+    @abstractmethod
+    def root_dim(self) -> int:
+        """Number of columns of each root."""
+
+    def signature(self, dtype: torch.dtype | None = None, device: torch.device | None = None) -> Tensor:
+        r""":math:`\varsigma`: ``root_dim`` ones then ``root_dim`` minus ones (the signs of the columns of ``[A, B]``)."""
+        signature = torch.ones(2 * self.root_dim, dtype=dtype, device=device)
+        signature[self.root_dim :] = -1.0
+        return signature

@@ -10,8 +10,8 @@ import math
 import torch
 from torch import Tensor
 
-from gprf._checks import check_choice, check_positive_int
-from gprf.features.base import FeatureMap
+from gprf._checks import check_choice, check_features_input, check_positive_int
+from gprf.features.base import FeatureMap, real_root
 from gprf.features.maclaurin_allocation import (
     MaclaurinAllocation,
     allocate_from_coefficients,
@@ -241,8 +241,23 @@ class MaclaurinFeatures(FeatureMap):
         return x - self.center if self.kernel == "gaussian" else x
 
     def _featurize(self, x: Tensor) -> Tensor:
-        z = self._centred(x)
-        batch = torch.broadcast_shapes(x.shape[:-2], self.batch_shape)
+        return self._expansion(self._centred(x))
+
+    def real_features_about(self, x: Tensor, center: Tensor) -> Tensor:
+        r"""Real root of the expansion about ``center`` instead of the stored centre: features of :math:`x - c`.
+
+        For the Gaussian kernel, :math:`k(x - c, y - c) = k(x, y)` for every centre :math:`c`, and the truncated
+        expansion is most accurate near its centre; localized prediction re-centres it near each test point
+        (:class:`~gprf.prediction.LocalizedPredictionStrategy`). ``x`` ``(..., n, d)`` and ``center`` broadcast.
+        """
+        if self.kernel != "gaussian":
+            raise ValueError(f"Only the Gaussian kernel is shift invariant; the {self.kernel!r} expansion has no centre.")
+        check_features_input(x, self.input_dim, type(self).__name__)
+        return real_root(self._expansion(x - center))
+
+    def _expansion(self, z: Tensor) -> Tensor:
+        """Features of inputs ``z`` already centred (or not centred, for dot-product kernels)."""
+        batch = torch.broadcast_shapes(z.shape[:-2], self.batch_shape)
         a0 = float(self.coefficients(0)[0])
         constant = z.new_full((*batch, z.size(-2), 1), math.sqrt(a0))
         blocks = [constant] + [scale * sketch(z) for scale, sketch in zip(self.degree_scales, self.sketches)]

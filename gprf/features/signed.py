@@ -11,8 +11,7 @@ import torch
 from torch import Tensor
 
 from gprf._checks import check_choice
-from gprf.exceptions import IndefiniteKernelError
-from gprf.features.base import FeatureMap
+from gprf.features.base import SignedFeatureMap
 from gprf.features.signed_spectra import PARTS, SignedRadialSpectrum
 from gprf.features.variance import fourier_iid_variance
 from gprf.ops import cos_sin, haar_orthogonal
@@ -20,7 +19,7 @@ from gprf.ops import cos_sin, haar_orthogonal
 SIGNED_SAMPLERS = ("iid", "orthogonal")
 
 
-class SignedRandomFeatures(FeatureMap):
+class SignedRandomFeatures(SignedFeatureMap):
     r"""Random features of a signed spectral measure :math:`\mu = \mu_+ - \mu_-` (GRFF / GORF, paper 001).
 
     With :math:`s` = ``num_features`` frequencies per part, :math:`w_i \sim \mu_+/\lVert\mu_+\rVert` and
@@ -33,7 +32,7 @@ class SignedRandomFeatures(FeatureMap):
     with the two real roots :math:`a(x) = \sqrt{\lVert\mu_+\rVert/s}\,[\cos(W_+^\top x), \sin(W_+^\top x)]` and
     :math:`b(x) = \sqrt{\lVert\mu_-\rVert/s}\,[\cos(W_-^\top x), \sin(W_-^\top x)]` (``2s`` columns each).
     :meth:`forward` returns ``(A, B)``; the kernel matrix is :math:`AA^\top - BB^\top`, which has no real root
-    (:meth:`real_features` raises). :math:`E\hat k = k` (paper 001 Thm. 4), or the kernel of the truncated measure
+    (a :class:`~gprf.features.SignedFeatureMap`, not a :class:`~gprf.features.FeatureMap`). :math:`E\hat k = k` (paper 001 Thm. 4), or the kernel of the truncated measure
     for truncated spectra (:meth:`expected_kernel`).
 
     Samplers (frequencies are a direction times a norm from the part's radial law):
@@ -97,9 +96,10 @@ class SignedRandomFeatures(FeatureMap):
         return draws
 
     # ------------------------------------------------------------------ features
-    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        r"""The roots ``(A, B)``, each of shape ``(..., n, 2 * num_features)``: :math:`\hat K = AA^\top - BB^\top`."""
-        return super().forward(x)
+    @property
+    def root_dim(self) -> int:
+        """Columns of each root: ``2 * num_features`` (a cosine and a sine per frequency)."""
+        return 2 * self.num_features
 
     def _featurize(self, x: Tensor) -> tuple[Tensor, Tensor]:
         self.spectrum.check_inputs(x, type(self).__name__)
@@ -109,19 +109,6 @@ class SignedRandomFeatures(FeatureMap):
             scale = math.sqrt(mass / self.num_features)
             roots.append(cos_sin(projections, scale))
         return roots[0], roots[1]
-
-    @property
-    def num_real_features(self) -> int:
-        raise self._no_real_root()
-
-    def real_features(self, x: Tensor) -> Tensor:
-        raise self._no_real_root()
-
-    def _no_real_root(self) -> IndefiniteKernelError:
-        return IndefiniteKernelError(
-            "SignedRandomFeatures approximate an indefinite kernel AA^T - BB^T, which has no real root R with "
-            "RR^T = K: call the map to get the roots (A, B), and use A alone for the positive part."
-        )
 
     # ------------------------------------------------------------------ closed forms
     def _expected_kernel(self, x1: Tensor, x2: Tensor) -> Tensor:

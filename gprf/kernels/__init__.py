@@ -1,31 +1,33 @@
-"""GPyTorch kernels built on random feature maps."""
+"""GPyTorch kernels built on random feature maps, and the exact kernels they approximate."""
 
+from gprf.kernels.arc_cosine import ArcCosineKernel
+from gprf.kernels.arc_cosine_quadrature import ArcCosineQuadratureKernel
 from gprf.kernels.compositional import CompositionalKernel, CompositionalRandomFeatureKernel
+from gprf.kernels.delta_gaussian import DeltaGaussianKernel
 from gprf.kernels.dot_product import DotProductKernel, ExponentialDotProductKernel, ScaledPolynomialKernel
-from gprf.kernels.feature_kernel import FeatureKernel
-from gprf.kernels.feature_sum import FeatureSumKernel
+from gprf.kernels.feature_kernel import FeatureKernel, FeatureSumKernel, is_feature_kernel, unwrap_scale_kernel
+from gprf.kernels.feature_map_owner import FeatureMapOwner
 from gprf.kernels.localized_maclaurin import LocalizedMaclaurinKernel
 from gprf.kernels.maclaurin import MaclaurinKernel
 from gprf.kernels.polynomial_sketch import PolynomialSketchKernel
-from gprf.kernels.quadrature import ArcCosineKernel, QuadratureKernel
+from gprf.kernels.quadrature import QuadratureKernel
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 from gprf.kernels.random_fourier import RandomFourierKernel
-from gprf.kernels.signed import (
-    DeltaGaussianKernel,
-    SignedPartKernel,
-    SignedRandomFeatureKernel,
-    SphericalPolynomialKernel,
-    krein_ridge_mean,
-)
+from gprf.kernels.signed_feature_kernel import SignedFeatureKernel
+from gprf.kernels.signed_part import SignedPartKernel
+from gprf.kernels.signed_random_feature_kernel import SignedRandomFeatureKernel
+from gprf.kernels.spherical_polynomial import SphericalPolynomialKernel
 
 __all__ = [
     "ArcCosineKernel",
+    "ArcCosineQuadratureKernel",
     "CompositionalKernel",
     "CompositionalRandomFeatureKernel",
     "DeltaGaussianKernel",
     "DotProductKernel",
     "ExponentialDotProductKernel",
     "FeatureKernel",
+    "FeatureMapOwner",
     "FeatureSumKernel",
     "LocalizedMaclaurinKernel",
     "MaclaurinKernel",
@@ -34,8 +36,10 @@ __all__ = [
     "RandomFeatureKernel",
     "RandomFourierKernel",
     "ScaledPolynomialKernel",
+    "SignedFeatureKernel",
     "SignedPartKernel",
     "SignedRandomFeatureKernel",
     "SphericalPolynomialKernel",
-    "krein_ridge_mean",
+    "is_feature_kernel",
+    "unwrap_scale_kernel",
 ]

@@ -6,7 +6,8 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 
 from gprf.features import CompositionalFeatures, Skeleton
-from gprf.kernels.random_feature_kernel import RandomFeatureKernel, resolve_num_dims
+from gprf.kernels.feature_map_owner import resolve_num_dims
+from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 
 
 def _check_dims(skeleton: Skeleton, kwargs: dict, owner: str) -> int:

@@ -1,4 +1,6 @@
-"""Kernels given by a real feature root: K(X1, X2) = R(X1) R(X2)^T."""
+r"""Kernels given by a real feature root, :math:`K(X_1, X_2) = R(X_1)R(X_2)^\top`: the base class, the sum that keeps
+one root (beside the base, as GPyTorch keeps ``AdditiveKernel`` beside ``Kernel``: ``+`` builds it), and the helpers
+of the protocol."""
 
 from __future__ import annotations
 
@@ -6,12 +8,14 @@ import warnings
 from abc import abstractmethod
 
 import torch
-from gpytorch.kernels import Kernel
+from gpytorch.kernels import Kernel, ScaleKernel
 from linear_operator.operators import MatmulLinearOperator
 from torch import Tensor
 
+from gprf._botorch_hook import register_with_botorch_if_imported
 from gprf.exceptions import LowRankStructureWarning
-from gprf.operators import FeatureRootLinearOperator
+from gprf.features import FeatureMapBase
+from gprf.linalg import FeatureRootLinearOperator, feature_root
 from gprf.prediction import FeatureSpacePredictionStrategy
 
 
@@ -30,14 +34,31 @@ def same_inputs(x1: Tensor, x2: Tensor) -> bool:
     return torch.equal(x1, x2)
 
 
-class FeatureKernel(Kernel):
-    r"""A GPyTorch kernel :math:`k(x, y) = r(x)^\top r(y)` given by a real feature root :math:`r`.
+def unwrap_scale_kernel(kernel: Kernel) -> Kernel:
+    """The kernel inside any ``ScaleKernel`` wrappers."""
+    while isinstance(kernel, ScaleKernel):
+        kernel = kernel.base_kernel
+    return kernel
 
-    Subclasses implement :meth:`features`. Evaluations never form an :math:`N\times N` matrix:
-    ``kernel(X)`` is a :class:`~gprf.operators.FeatureRootLinearOperator` (a ``LowRankRootLinearOperator``
-    whose sum with the likelihood noise evaluates the marginal likelihood through the Woodbury identity and
-    the matrix determinant lemma at :math:`O(NF^2)`, factored in float64), ``kernel(X1, X2)`` a
-    ``MatmulLinearOperator``, and prediction uses
+
+def is_feature_kernel(kernel: object) -> bool:
+    """Whether ``kernel`` is a gprf :class:`FeatureKernel`, alone or inside ``ScaleKernel`` wrappers."""
+    return isinstance(kernel, Kernel) and isinstance(unwrap_scale_kernel(kernel), FeatureKernel)
+
+
+def feature_versions(module: torch.nn.Module) -> tuple[int, ...]:
+    """The draw versions of every random feature map inside ``module`` (they change when the draws do)."""
+    return tuple(child.draw_version for child in module.modules() if isinstance(child, FeatureMapBase))
+
+
+class FeatureKernel(Kernel):
+    r"""A GPyTorch kernel :math:`k(x, y) = r(x)^\top r(y)` given by a real feature root :math:`r(x) \in \mathbb R^F`.
+
+    Subclasses implement :meth:`features` and :attr:`root_dim` (:math:`F`, the number of columns of the root).
+    Evaluations never form an :math:`N\times N` matrix: ``kernel(X)`` is a
+    :class:`~gprf.linalg.FeatureRootLinearOperator` (the hand-off read by the marginal likelihood, the
+    prediction strategies, streaming and BoTorch; its sum with a Gaussian likelihood's noise evaluates the
+    marginal likelihood at :math:`O(NF^2)`), ``kernel(X1, X2)`` a ``MatmulLinearOperator``, and prediction uses
     :class:`~gprf.prediction.FeatureSpacePredictionStrategy`.
 
     Sums of feature kernels should be built with ``+`` between feature kernels (or
@@ -45,14 +66,22 @@ class FeatureKernel(Kernel):
     ``ProductKernel`` would make the covariance dense.
     """
 
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        register_with_botorch_if_imported()
+
     @abstractmethod
     def features(self, x: Tensor) -> Tensor:
         """Real feature root ``(..., n, F)`` of *raw* inputs (any lengthscale is applied inside)."""
 
     @property
     @abstractmethod
-    def num_features(self) -> int:
+    def root_dim(self) -> int:
         """Number of columns ``F`` of the real root returned by :meth:`features`."""
+
+    def root_operator(self, x: Tensor, features: Tensor) -> FeatureRootLinearOperator:
+        """The covariance :math:`K(x, x)` with root ``features`` (computed from raw inputs ``x``) as the hand-off."""
+        return FeatureRootLinearOperator(features, versions=feature_versions(self))
 
     def forward(
         self, x1: Tensor, x2: Tensor, diag: bool = False, last_dim_is_batch: bool = False, **params
@@ -67,15 +96,13 @@ class FeatureKernel(Kernel):
         if diag:
             return (r1 * r2).sum(-1)
         if r2 is r1:
-            return FeatureRootLinearOperator(r1)
+            return self.root_operator(x1, r1)
         return MatmulLinearOperator(r1, r2.mT)
 
     def prediction_strategy(self, train_inputs, train_prior_dist, train_labels, likelihood):
         return FeatureSpacePredictionStrategy(train_inputs, train_prior_dist, train_labels, likelihood)
 
     def __add__(self, other: Kernel) -> Kernel:
-        from gprf.kernels.feature_sum import FeatureSumKernel, is_feature_kernel
-
         if is_feature_kernel(other):
             return FeatureSumKernel(self, other)
         warnings.warn(
@@ -92,3 +119,51 @@ class FeatureKernel(Kernel):
             "covariances elementwise, which destroys the low-rank feature root (dense N x N training). "
             "Use a single feature map on the joint input, or wrap the kernel in ScaleKernel for an amplitude."
         )
+
+
+class FeatureSumKernel(FeatureKernel):
+    r"""Sum :math:`k = \sum_j k_j` of feature kernels with root :math:`[r_1(x), \ldots, r_J(x)]`.
+
+    The concatenated root satisfies :math:`[r_1, \ldots, r_J][r_1, \ldots, r_J]^\top = \sum_j r_j r_j^\top`,
+    so the sum keeps the :math:`O(NF^2)` training and feature-space prediction with
+    :math:`F = \sum_j F_j`. Summands may be feature kernels or ``ScaleKernel``\ s around them (each with
+    its own amplitude and ``active_dims``). ``k1 + k2`` between feature kernels builds this kernel.
+
+    Example:
+        >>> short = ScaleKernel(RandomFourierKernel(256, num_dims=3))
+        >>> long = ScaleKernel(RandomFourierKernel(256, num_dims=3, kernel="matern52"))
+        >>> covar_module = FeatureSumKernel(short, long)
+    """
+
+    def __init__(self, *kernels: Kernel, **kwargs) -> None:
+        if len(kernels) < 2:
+            raise ValueError("FeatureSumKernel needs at least two kernels.")
+        for kernel in kernels:
+            if not is_feature_kernel(kernel):
+                raise TypeError(
+                    f"FeatureSumKernel only adds random-feature kernels (optionally in ScaleKernel), got "
+                    f"{type(kernel).__name__}."
+                )
+        super().__init__(**kwargs)
+        flat: list[Kernel] = []
+        for kernel in kernels:
+            flat.extend(kernel.kernels if isinstance(kernel, FeatureSumKernel) else [kernel])
+        self.kernels = torch.nn.ModuleList(flat)
+
+    @property
+    def root_dim(self) -> int:
+        return sum(unwrap_scale_kernel(kernel).root_dim for kernel in self.kernels)
+
+    def features(self, x: Tensor) -> Tensor:
+        # Each summand through GPyTorch (its active_dims) and the one decoder (its amplitude): the concatenation
+        # needs the scaled roots themselves.
+        roots = [feature_root(kernel(x)).scaled_features() for kernel in self.kernels]
+        batch_shape = torch.broadcast_shapes(*(root.shape[:-2] for root in roots))
+        return torch.cat([root.expand(*batch_shape, *root.shape[-2:]) for root in roots], dim=-1)
+
+    # GPyTorch's generic versions walk nested sub-kernels by dotted name; rebuild the list instead.
+    def __getitem__(self, index) -> Kernel:
+        return FeatureSumKernel(*(kernel[index] for kernel in self.kernels))
+
+    def expand_batch(self, *sizes) -> Kernel:
+        return FeatureSumKernel(*(kernel.expand_batch(*sizes) for kernel in self.kernels))

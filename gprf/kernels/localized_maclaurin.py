@@ -8,9 +8,10 @@ import torch
 from torch import Tensor
 
 from gprf._checks import check_positive_int
+from gprf.kernels.feature_kernel import feature_versions
 from gprf.kernels.maclaurin import MaclaurinKernel
-from gprf.operators import FeatureRootLinearOperator
-from gprf.prediction.localized import CentredFeatureRootLinearOperator, LocalizedPredictionStrategy
+from gprf.linalg import FeatureRootLinearOperator
+from gprf.prediction import LocalizedPredictionStrategy
 
 CENTER_MODES = ("test", "cluster")
 
@@ -134,20 +135,15 @@ class LocalizedMaclaurinKernel(MaclaurinKernel):
         self.center_mode = centers
         self.threshold = _check_threshold(1.0 if threshold is None else threshold) if centers == "cluster" else None
 
-    def local_features(self, offsets: Tensor) -> Tensor:
-        r"""Real root of the features at offsets :math:`u = (x - c)/\ell` (scaled inputs minus a centre).
-
-        The map subtracts its stored ``center`` before featurizing, so it is added back here: the result is
-        :math:`R(u)`, the expansion centred at :math:`c`.
-        """
-        return self.feature_map.real_features(offsets + self.feature_map.center)
-
-    def forward(self, x1: Tensor, x2: Tensor, diag: bool = False, last_dim_is_batch: bool = False, **params):
-        covar = super().forward(x1, x2, diag=diag, last_dim_is_batch=last_dim_is_batch, **params)
-        if isinstance(covar, FeatureRootLinearOperator):
-            # Symmetric covariances carry their scaled inputs so that the strategy can re-centre them.
-            return CentredFeatureRootLinearOperator(covar.root, inputs=self.scale_inputs(x1))
-        return covar
+    def root_operator(self, x: Tensor, features: Tensor) -> FeatureRootLinearOperator:
+        """The covariance with the scaled inputs and the map's re-centring attached (see
+        :class:`~gprf.linalg.FeatureRoot`), which is all the localized strategy needs."""
+        return FeatureRootLinearOperator(
+            features,
+            inputs=self.scale_inputs(x),
+            recentred_features=self.feature_map.real_features_about,
+            versions=feature_versions(self),
+        )
 
     def prediction_strategy(self, train_inputs, train_prior_dist, train_labels, likelihood):
         if self.center_mode == "given":
@@ -159,7 +155,6 @@ class LocalizedMaclaurinKernel(MaclaurinKernel):
             train_prior_dist,
             train_labels,
             likelihood,
-            local_features=self.local_features,
             centers=centers,
             threshold=self.threshold,
             max_centers=self.max_centers,

@@ -8,7 +8,8 @@ from torch import Tensor
 
 from gprf.features import MaclaurinAllocation, MaclaurinFeatures
 from gprf.kernels.dot_product import ExponentialDotProductKernel, ScaledPolynomialKernel
-from gprf.kernels.random_feature_kernel import RandomFeatureKernel, resolve_num_dims
+from gprf.kernels.feature_map_owner import resolve_num_dims
+from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 
 
 class MaclaurinKernel(RandomFeatureKernel):

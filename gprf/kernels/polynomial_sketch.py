@@ -7,7 +7,8 @@ from gpytorch.kernels import Kernel
 
 from gprf.features import PolynomialSketch
 from gprf.kernels.dot_product import ScaledPolynomialKernel
-from gprf.kernels.random_feature_kernel import RandomFeatureKernel, resolve_num_dims
+from gprf.kernels.feature_map_owner import resolve_num_dims
+from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 
 
 class PolynomialSketchKernel(RandomFeatureKernel):

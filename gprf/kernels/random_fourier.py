@@ -6,7 +6,8 @@ import torch
 from gpytorch.kernels import Kernel, MaternKernel, RBFKernel
 
 from gprf.features import RandomFourierFeatures
-from gprf.kernels.random_feature_kernel import RandomFeatureKernel, resolve_num_dims
+from gprf.kernels.feature_map_owner import resolve_num_dims
+from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 
 _MATERN_NU = {"matern12": 0.5, "matern32": 1.5, "matern52": 2.5}
 

@@ -1,18 +1,15 @@
-"""Prediction strategies for random-feature GPs (never form an N x N matrix)."""
+"""Prediction strategies for random-feature GPs (never form an N x N matrix), and the indefinite posterior mean."""
 
-from gprf.prediction.capacitance import CapacitanceFactor
-from gprf.prediction.feature_space import (
-    ComplexFeaturePredictionStrategy,
-    FeatureSpacePredictionStrategy,
-    WeightSpacePosterior,
-)
-from gprf.prediction.localized import CentredFeatureRootLinearOperator, LocalizedPredictionStrategy
+from gprf.prediction.complex_feature import ComplexFeaturePredictionStrategy
+from gprf.prediction.feature_space import FeatureSpacePredictionStrategy, WeightSpacePosterior
+from gprf.prediction.localized import LocalizedPredictionStrategy
+from gprf.prediction.signed import SignedPredictionStrategy, krein_ridge_mean
 
 __all__ = [
-    "CapacitanceFactor",
-    "CentredFeatureRootLinearOperator",
     "ComplexFeaturePredictionStrategy",
     "FeatureSpacePredictionStrategy",
     "LocalizedPredictionStrategy",
+    "SignedPredictionStrategy",
     "WeightSpacePosterior",
+    "krein_ridge_mean",
 ]

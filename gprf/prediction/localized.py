@@ -1,9 +1,9 @@
-r"""Localized prediction for shift-invariant feature kernels (paper 002, §3.2–3.3, Alg. 1; DESIGN.md §3.6).
+r"""Localized prediction for shift-invariant feature kernels (Wacker & Filippone 2022, §3.2–3.3, Alg. 1).
 
 A shift-invariant kernel satisfies :math:`k(x - c, y - c) = k(x, y)` for every centre :math:`c`, so the exact GP
 predictive at :math:`x_*` is unchanged if every input is shifted by :math:`-c`. Its random-feature approximation
 is not: a truncated Maclaurin expansion of the Gaussian kernel is exact only near its centre (it vanishes far
-from it, paper 002 Thm. 3.1). Predicting at :math:`x_*` with the features re-centred at :math:`c`,
+from it; ibid., Thm. 3.1). Predicting at :math:`x_*` with the features re-centred at :math:`c`,
 
 .. math::
     \Phi_c = a\,\Phi(Z - c), \quad \phi_c = a\,\phi(z_* - c), \quad C_c = I + \Phi_c^\top\Sigma^{-1}\Phi_c,
@@ -37,55 +37,25 @@ from dataclasses import dataclass
 
 import torch
 from gpytorch import settings
-from gpytorch.lazy import LazyEvaluatedKernelTensor
 from linear_operator.operators import DiagLinearOperator, LinearOperator, ZeroLinearOperator
 from torch import Tensor
 
 from gprf.exceptions import DispatchFallbackWarning
-from gprf.operators import FeatureRootLinearOperator
+from gprf.linalg import CapacitanceFactor, FeatureRoot, factor_capacitance, feature_root
 from gprf.ops.clustering import farthest_point_clustering, nearest_center
-from gprf.prediction.capacitance import CapacitanceFactor
-from gprf.prediction.feature_space import FeatureSpacePredictionStrategy, feature_versions
-from gprf.prediction.roots import noise_diagonal
+from gprf.prediction.feature_space import FeatureSpacePredictionStrategy
+from gprf.settings import factor_dtype
 
-_FACTOR_DTYPE = torch.float64
 # Elements of the largest (chunk x N x F) feature tensor formed at once when no chunk size is given (128 MiB float64).
 _DEFAULT_CHUNK_ELEMENTS = 2**24
 
 
-class CentredFeatureRootLinearOperator(FeatureRootLinearOperator):
-    r""":math:`RR^\top` with :math:`R = a\,\Phi(Z)` that remembers the scaled inputs :math:`Z` and the amplitude
-    :math:`a`, so that a localized prediction strategy can recompute the root re-centred at other points.
-
-    Multiplying by a positive constant (what ``ScaleKernel`` does) keeps both; any other operation returns a
-    plain root operator without them (the strategy then falls back loudly to the global predictor).
-    """
-
-    def __init__(self, root: Tensor | LinearOperator, inputs: Tensor | None = None, amplitude: Tensor | None = None) -> None:
-        super().__init__(root)
-        self.inputs = inputs
-        self.amplitude = amplitude
-
-    def _mul_constant(self, other: float | Tensor) -> LinearOperator:
-        result = super()._mul_constant(other)
-        if type(result) is type(self) and self.inputs is not None:
-            # RootLinearOperator multiplies the root by sqrt(other) when other > 0 (one constant per batch
-            # member): track that factor, shaped (*batch, 1, 1) to scale roots.
-            amplitude = torch.as_tensor(other, dtype=self.inputs.dtype, device=self.inputs.device).sqrt()
-            amplitude = amplitude.reshape(*amplitude.shape, 1, 1)
-            result.inputs = self.inputs
-            result.amplitude = amplitude if self.amplitude is None else self.amplitude * amplitude
-        return result
-
-
-def _centred_root(covar: object) -> CentredFeatureRootLinearOperator | None:
-    """The re-centrable root behind a (lazily evaluated) kernel covariance, or ``None``."""
-    if isinstance(covar, LazyEvaluatedKernelTensor):
-        # Only the lazy kernel tensor: LinearOperator.evaluate_kernel rebuilds operators and drops the inputs.
-        covar = covar.evaluate_kernel()
-    if isinstance(covar, CentredFeatureRootLinearOperator) and covar.inputs is not None:
-        return covar
-    return None
+def _recentrable_root(covariance: object) -> FeatureRoot | None:
+    """The feature root behind ``covariance`` when it carries what re-centring needs, else ``None``."""
+    root = feature_root(covariance)
+    if root is None or root.inputs is None or root.recentred_features is None:
+        return None
+    return root
 
 
 @dataclass(frozen=True)
@@ -103,20 +73,22 @@ class LocalPosteriors:
 class _TrainingData:
     inputs: Tensor  # scaled training inputs Z, (*batch, N, d)
     amplitude: Tensor  # a, shape (*batch, 1, 1) or ()
-    noise: Tensor  # (*batch, N), float64
-    residual: Tensor  # y - m(X), (*batch, N), float64
+    noise: Tensor  # (*batch, N) or (*batch, 1), factor dtype
+    residual: Tensor  # y - m(X), (*batch, N), factor dtype
+    recentred_features: Callable[[Tensor, Tensor], Tensor]  # (Z, c) -> R_c(Z)
+    num_features: int
+    versions: tuple[int, ...]
 
 
 class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
     r"""GPyTorch prediction strategy that re-centres the features near each test point (module docstring).
 
     Handed out by :class:`~gprf.kernels.LocalizedMaclaurinKernel`; the marginal likelihood is untouched (it
-    uses the globally centred kernel). The kernel passes what re-centring needs, so this module never imports
-    kernels.
+    uses the globally centred kernel). What re-centring needs — the scaled inputs and the map
+    :math:`(Z, c) \mapsto R_c(Z)` — comes with the covariances themselves (:class:`~gprf.linalg.FeatureRoot`),
+    so this module never imports kernels.
 
     Args:
-        local_features: ``u -> R(u)``, the real root of the feature map evaluated at offsets ``u = z - c``
-            (``(..., n, d)``, scaled inputs minus a centre, no further centring).
         centers: ``"test"``, ``"cluster"``, or a tensor ``(*batch, K, d)`` of scaled centres.
         threshold: Clustering threshold :math:`\theta` in scaled units (lengthscales), ``"cluster"`` only.
         max_centers: Cap on the number of clusters, ``"cluster"`` only.
@@ -131,7 +103,6 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
         train_prior_dist,
         train_labels,
         likelihood,
-        local_features: Callable[[Tensor], Tensor],
         centers: str | Tensor = "test",
         threshold: float = 1.0,
         max_centers: int = 100,
@@ -141,7 +112,6 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
         inv_root=None,
     ) -> None:
         super().__init__(train_inputs, train_prior_dist, train_labels, likelihood, root=root, inv_root=inv_root)
-        self.local_features = local_features
         self.centers = centers
         self.threshold = threshold
         self.max_centers = max_centers
@@ -150,41 +120,41 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
 
     # ------------------------------------------------------------------ training data
     def _training_data(self) -> _TrainingData | None:
-        train_root = _centred_root(self.train_prior_dist.lazy_covariance_matrix)
-        noise = noise_diagonal(self.lik_train_train_covar)
-        if train_root is None or noise is None:
+        train = _recentrable_root(self.lik_train_train_covar)
+        if train is None or train.noise is None:
             return None
-        amplitude = train_root.amplitude if train_root.amplitude is not None else train_root.inputs.new_ones(())
-        residual = self.train_labels - self.train_prior_dist.mean
-        data = _TrainingData(train_root.inputs, amplitude, noise.to(_FACTOR_DTYPE), residual.to(_FACTOR_DTYPE))
+        dtype = factor_dtype.value()
+        amplitude = train.amplitude if train.amplitude is not None else train.inputs.new_ones(())
+        tensors = (train.inputs, amplitude, train.noise.to(dtype), (self.train_labels - self.train_prior_dist.mean).to(dtype))
         if settings.detach_test_caches.on():
-            data = _TrainingData(*(t.detach() for t in (data.inputs, data.amplitude, data.noise, data.residual)))
-        return data
+            tensors = tuple(t.detach() for t in tensors)
+        return _TrainingData(*tensors, train.recentred_features, train.num_columns, train.versions)
 
-    def _chunk(self, data: _TrainingData, num_features: int) -> int:
+    def _chunk(self, data: _TrainingData) -> int:
         """Centres re-centred per batched step."""
         if self.chunk_size is not None:
             return self.chunk_size
-        return max(1, _DEFAULT_CHUNK_ELEMENTS // (data.inputs.size(-2) * num_features))
+        return max(1, _DEFAULT_CHUNK_ELEMENTS // (data.inputs.size(-2) * data.num_features))
 
-    def _features(self, data: _TrainingData, offsets: Tensor) -> Tensor:
-        """Float64 :math:`a\\,R(u)` at offsets ``u``."""
-        return (data.amplitude * self.local_features(offsets)).to(_FACTOR_DTYPE)
+    @staticmethod
+    def _features(data: _TrainingData, points: Tensor, centers: Tensor) -> Tensor:
+        """:math:`a\\,R_c(z)` of scaled ``points`` about ``centers`` (broadcasting), in the factor dtype."""
+        return (data.amplitude * data.recentred_features(points, centers)).to(factor_dtype.value())
 
     def _recentred(self, data: _TrainingData, centers: Tensor) -> tuple[CapacitanceFactor, Tensor]:
         """Factors and posterior weights of the models re-centred at ``centers`` ``(C, *batch, d)``."""
-        phi = self._features(data, data.inputs - centers.unsqueeze(-2))  # (C, *batch, N, F)
-        factor = CapacitanceFactor.from_features(phi, data.noise)
-        rhs = phi.mT @ (data.residual / data.noise).unsqueeze(-1)
+        phi = self._features(data, data.inputs, centers.unsqueeze(-2))  # (C, *batch, N, F)
+        factor, rhs = factor_capacitance(phi, data.noise, data.residual.unsqueeze(-1))
         return factor, factor.solve(rhs).squeeze(-1)
 
     # ------------------------------------------------------------------ per-test-point centring
     def _predict_recentred(self, data: _TrainingData, test_inputs: Tensor, variances: bool) -> tuple[Tensor, Tensor | None]:
         """Mean and variance ``(*batch, M)`` with every test point as its own centre, in chunks of test points."""
-        # At its own centre a test point has offset 0: its features are R(0) (the constant feature).
-        phi_star = self._features(data, torch.zeros_like(test_inputs[..., :1, :]))  # (*batch, 1, F)
+        # About its own centre a test point has offset 0: its features are R_c(c) = R_0(0) (the constant feature).
+        origin = torch.zeros_like(test_inputs[..., :1, :])
+        phi_star = self._features(data, origin, origin)  # (*batch, 1, F)
         means, variances_ = [], []
-        step = self._chunk(data, phi_star.size(-1))
+        step = self._chunk(data)
         for start in range(0, test_inputs.size(-2), step):
             chunk = test_inputs[..., start : start + step, :].movedim(-2, 0)  # (B, *batch, d)
             factor, weights = self._recentred(data, chunk)
@@ -214,26 +184,25 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
             radius = nearest_center(scaled, centers)[1].max(-1).values
             factors, weights = [], []
             by_center = centers.movedim(-2, 0)  # (K, *batch, d)
-            step = self._chunk(data, self.local_features(scaled[..., :1, :]).size(-1))
+            step = self._chunk(data)
             for start in range(0, by_center.size(0), step):
                 factor, weight = self._recentred(data, by_center[start : start + step])
                 factors.append(factor.cholesky)
                 weights.append(weight)
-        posteriors = LocalPosteriors(
-            centers, CapacitanceFactor(torch.cat(factors)), torch.cat(weights), radius, feature_versions(self._kernel)
-        )
+        posteriors = LocalPosteriors(centers, CapacitanceFactor(torch.cat(factors)), torch.cat(weights), radius, data.versions)
         self._local_posteriors = posteriors
         return posteriors
 
-    def _predict_clustered(self, data: _TrainingData, test_inputs: Tensor, variances: bool) -> tuple[Tensor, Tensor | None]:
+    def _predict_clustered(self, data: _TrainingData, test: FeatureRoot, variances: bool) -> tuple[Tensor, Tensor | None]:
         local = self.local_posteriors
-        self._check_features_unchanged(local)
+        self._check_features_unchanged(test, local)
+        test_inputs = test.inputs
         batch_shape = torch.broadcast_shapes(test_inputs.shape[:-2], local.centers.shape[:-2])
         test_inputs = test_inputs.expand(*batch_shape, *test_inputs.shape[-2:])
         centers = local.centers.expand(*batch_shape, *local.centers.shape[-2:])
         index, distance = nearest_center(test_inputs, centers)  # (*batch, M)
         nearest = centers.gather(-2, index.unsqueeze(-1).expand(*index.shape, centers.size(-1)))
-        phi = self._features(data, test_inputs - nearest)  # (*batch, M, F)
+        phi = self._features(data, test_inputs, nearest)  # (*batch, M, F)
         weights = local.weights.movedim(0, -2).expand(*batch_shape, -1, -1)  # (*batch, K, F)
         mean = (phi * weights.gather(-2, index.unsqueeze(-1).expand_as(phi))).sum(-1)
         variance = self._grouped_variance(local.factor.cholesky, phi, index) if variances else None
@@ -275,16 +244,16 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
     def exact_prediction(
         self, test_mean: Tensor, test_test_covar: LinearOperator, test_train_covar: LinearOperator
     ) -> tuple[Tensor, LinearOperator]:
-        test_root = _centred_root(test_test_covar)
+        test = _recentrable_root(test_test_covar)
         data = self._training_data()
-        if test_root is None or data is None:
+        if test is None or data is None:
             self._fallback_to_global()
             return super().exact_prediction(test_mean, test_test_covar, test_train_covar)
         variances = not settings.skip_posterior_variances.on()
         if isinstance(self.centers, str) and self.centers == "test":
-            mean, variance = self._predict_recentred(data, test_root.inputs, variances)
+            mean, variance = self._predict_recentred(data, test.inputs, variances)
         else:
-            mean, variance = self._predict_clustered(data, test_root.inputs, variances)
+            mean, variance = self._predict_clustered(data, test, variances)
         dtype = test_mean.dtype
         mean = mean.to(dtype) + test_mean
         if variance is None:

@@ -2,8 +2,8 @@ r"""Chunked accumulation of :class:`~gprf.streaming.SufficientStatistics` from a
 
 Each chunk ``(x, y[, noise])`` is featurized exactly as the model's covariance module does it (active
 dimensions, lengthscales, ScaleKernel amplitudes, feature sums), centred with the mean module and weighted
-with the likelihood's noise; its contribution to :math:`G, b, q, s, N` is added in float64 and the chunk is
-dropped. Peak memory is :math:`O(\text{chunk}\cdot F + F^2)` whatever the number of points.
+with the likelihood's noise; its contribution to :math:`G, b, q, s, N` is added in the factor dtype
+(:class:`gprf.settings.factor_dtype`, float64 by default) and the chunk is dropped. Peak memory is :math:`O(\text{chunk}\cdot F + F^2)` whatever the number of points.
 """
 
 from __future__ import annotations
@@ -17,13 +17,11 @@ from gpytorch.means import Mean
 from torch import Tensor
 
 from gprf._checks import check_positive_int
-from gprf.kernels.feature_sum import is_feature_kernel
-from gprf.settings import validate_inputs
+from gprf.kernels import is_feature_kernel
+from gprf.settings import factor_dtype, validate_inputs
 from gprf.streaming.features import feature_fingerprint, model_root
 from gprf.streaming.predictor import StreamingPredictor
 from gprf.streaming.statistics import SufficientStatistics
-
-_STATS_DTYPE = torch.float64
 
 
 def _check_targets(x: Tensor, y: Tensor, name: str) -> None:
@@ -128,13 +126,14 @@ class StreamingFit:
             raise ValueError(f"x has {x.size(-1)} columns but earlier chunks had {self._input_dim}.")
         _check_targets(x, y, "y")
 
+        dtype = factor_dtype.value()
         root = model_root(self.covar_module, x)
         prior_mean = self.mean_module(x) if self.mean_module is not None else torch.zeros_like(y)
         variances = noise_variances(self.likelihood, x, prior_mean.shape, noise)
-        # As the in-memory prediction strategy does: residual in the model dtype, sums in float64.
-        residual = (y - prior_mean).to(_STATS_DTYPE)
-        phi = root.to(_STATS_DTYPE)
-        variances = variances.to(_STATS_DTYPE)
+        # As the in-memory prediction strategy does: residual in the model dtype, sums in the factor dtype.
+        residual = (y - prior_mean).to(dtype)
+        phi = root.scaled_features().to(dtype)  # a chunk-sized copy: the sums need the amplitude in the rows
+        variances = variances.to(dtype)
         weighted = phi / variances.unsqueeze(-1)
         chunk = {
             "gram": weighted.mT @ phi,
@@ -177,13 +176,13 @@ class StreamingFit:
     # ------------------------------------------------------------------ results
     @property
     def statistics(self) -> SufficientStatistics:
-        """The float64 statistics of all chunks so far (a snapshot: later updates do not change it)."""
+        """The statistics of all chunks so far (a snapshot: later updates do not change it)."""
         if self._sums is None:
             raise ValueError("No data yet: call update(x, y) or fit(chunks) first.")
         gram = self._sums["gram"]
         return SufficientStatistics(
             **{name: value.clone() for name, value in self._sums.items()},
-            num_data=torch.tensor(float(self._num_data), dtype=_STATS_DTYPE, device=gram.device),
+            num_data=torch.tensor(float(self._num_data), dtype=gram.dtype, device=gram.device),
             fingerprint=self._fingerprint,
             input_dim=self._input_dim,
         )

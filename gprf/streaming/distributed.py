@@ -47,7 +47,7 @@ def all_reduce_statistics(
 ) -> SufficientStatistics:
     r"""The statistics summed over all ranks of ``group`` (default: the world), returned on every rank.
 
-    One collective sums :math:`G, b, q, s, N` packed into a single float64 buffer (gloo for CPU tensors,
+    One collective sums :math:`G, b, q, s, N` packed into a single buffer (gloo for CPU tensors,
     NCCL for CUDA tensors); a few small collectives before it check that the ranks agree on shapes and
     features. Call it on every rank of the group.
 

@@ -21,8 +21,8 @@ from gpytorch.means import Mean
 from torch import Tensor
 
 from gprf._checks import check_positive_int
+from gprf.kernels.feature_kernel import feature_versions
 from gprf.prediction import WeightSpacePosterior
-from gprf.prediction.feature_space import feature_versions
 from gprf.streaming.features import feature_fingerprint, model_root
 from gprf.streaming.statistics import SufficientStatistics, fingerprints_agree
 
@@ -31,7 +31,7 @@ class StreamingPredictor:
     r"""Latent predictive mean and variance of a random-feature GP from its weight posterior (module docstring).
 
     Build it with :meth:`from_statistics` (or :meth:`gprf.streaming.StreamingFit.predictor`); it holds the
-    :math:`F\times F` float64 factor and the model's covariance and mean modules, not the training data.
+    :math:`F\times F` factor and the model's covariance and mean modules, not the training data.
     Add the likelihood's noise to the variance for the predictive distribution of new observations.
 
     Example:
@@ -71,11 +71,12 @@ class StreamingPredictor:
                 "belongs to the old features. Stream the data again with the new features."
             )
         root = model_root(self.covar_module, x)
-        phi = root.to(self.posterior.mean.dtype)
-        mean = (phi @ self.posterior.mean.unsqueeze(-1)).squeeze(-1).to(root.dtype)
+        dtype = root.features.dtype
+        phi = root.scaled_features().to(self.posterior.mean.dtype)
+        mean = (phi @ self.posterior.mean.unsqueeze(-1)).squeeze(-1).to(dtype)
         if self.mean_module is not None:
             mean = mean + self.mean_module(x)
-        variance = self.posterior.factor.solve_root(phi.mT).square().sum(-2).to(root.dtype)
+        variance = self.posterior.factor.solve_root(phi.mT).square().sum(-2).to(dtype)
         return torch.broadcast_tensors(mean, variance)
 
     def predict(self, x: Tensor, chunk_size: int | None = None) -> tuple[Tensor, Tensor]:

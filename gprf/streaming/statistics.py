@@ -18,7 +18,8 @@ the matrix determinant lemma the exact log marginal likelihood of the finite mod
 
 Sums can be split over chunks of data, processes or devices and added up in any order
 (:meth:`SufficientStatistics.merge`, :func:`gprf.streaming.all_reduce_statistics`). All statistics are
-float64; the memory they need is :math:`O(F^2)` whatever :math:`N`.
+in the factor dtype (:class:`gprf.settings.factor_dtype`, float64 by default); the memory they need is
+:math:`O(F^2)` whatever :math:`N`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from gprf.prediction import CapacitanceFactor, WeightSpacePosterior
+from gprf.linalg import CapacitanceFactor
+from gprf.prediction import WeightSpacePosterior
 
 # Agreement required between feature fingerprints: the same features evaluated on different devices or
 # with a different summation order differ in the last bits, different random draws by O(1).
@@ -75,8 +77,8 @@ class SufficientStatistics:
     input_dim: int
 
     @property
-    def num_features(self) -> int:
-        """Number of features ``F``."""
+    def root_dim(self) -> int:
+        """Columns ``F`` of the feature root (the size of the Gram matrix)."""
         return self.gram.size(-1)
 
     def merge(self, other: SufficientStatistics) -> SufficientStatistics:
@@ -105,12 +107,12 @@ class SufficientStatistics:
         return self.merge(other)
 
     def to(self, device: torch.device | str) -> SufficientStatistics:
-        """The same statistics on another device (they stay float64)."""
+        """The same statistics on another device (their dtype is kept)."""
         moved = {name: getattr(self, name).to(device) for name in (*SUMMED_FIELDS, "fingerprint")}
         return SufficientStatistics(**moved, input_dim=self.input_dim)
 
     def capacitance(self) -> CapacitanceFactor:
-        """The float64 Cholesky factor of :math:`C = I + G`."""
+        """The Cholesky factor of :math:`C = I + G`."""
         return CapacitanceFactor.from_gram(self.gram)
 
     def posterior(self, feature_versions: tuple[int, ...] = ()) -> WeightSpacePosterior:

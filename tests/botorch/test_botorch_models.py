@@ -23,6 +23,8 @@ from gprf.prediction import FeatureSpacePredictionStrategy
 from tests.botorch.conftest import make_botorch_model
 
 
+pytestmark = pytest.mark.botorch
+
 def _fit(model) -> None:
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model), optimizer_kwargs={"options": {"maxiter": 20}})
 

@@ -15,11 +15,13 @@ from botorch.sampling.pathwise.features import gen_kernel_features
 from gpytorch.kernels import ScaleKernel
 from linear_operator.operators import ZeroLinearOperator
 
-import gprf.botorch.update as gprf_update
+import gprf.botorch.dispatch as gprf_dispatch
 from gprf.botorch import KernelRootFeatureMap, path_weights, weight_space_update
-from gprf.botorch.update import _botorch_exact_update
+from gprf.botorch.dispatch import botorch_gaussian_update
 from gprf.kernels import RandomFourierKernel
 from tests.botorch.conftest import make_botorch_model
+
+pytestmark = pytest.mark.botorch
 
 NUM_PATHS = 20_000
 Z_BOUND = 5.0
@@ -74,14 +76,14 @@ def test_weight_space_update_equals_the_dense_update(num_outputs, fixed_noise):
         ours = weight_space_update(model, model.likelihood, sample_values=sample_values)
     with torch.random.fork_rng():
         torch.manual_seed(4)  # the same observation-noise draws
-        dense = _botorch_exact_update(model, model.likelihood, sample_values=sample_values)
+        dense = botorch_gaussian_update(model, model.likelihood, sample_values=sample_values)
     torch.testing.assert_close(ours(test_x), dense(test_x), rtol=0, atol=1e-9)
 
 
 def test_gprf_models_dispatch_to_the_weight_space_update():
     model = make_botorch_model()
     model.eval()
-    with mock.patch.object(gprf_update, "weight_space_update", wraps=gprf_update.weight_space_update) as spy:
+    with mock.patch.object(gprf_dispatch, "weight_space_update", wraps=gprf_dispatch.weight_space_update) as spy:
         draw_matheron_paths(model, torch.Size([3]))
     assert spy.call_count == 1
 
@@ -91,8 +93,8 @@ def test_other_models_keep_botorch_update():
     model = SingleTaskGP(x, torch.sin(4 * x).sum(-1, keepdim=True))
     model.eval()
     with (
-        mock.patch.object(gprf_update, "weight_space_update") as ours,
-        mock.patch.object(gprf_update, "_botorch_exact_update", wraps=update_strategies._gaussian_update_ExactGP) as theirs,
+        mock.patch.object(gprf_dispatch, "weight_space_update") as ours,
+        mock.patch.object(gprf_dispatch, "botorch_gaussian_update", wraps=gprf_dispatch.botorch_gaussian_update) as theirs,
     ):
         paths = draw_matheron_paths(model, torch.Size([3]))
     assert ours.call_count == 0 and theirs.call_count == 1

@@ -49,7 +49,7 @@ def test_attributes(sampler):
     assert isinstance(feature_map, FeatureMap) and isinstance(feature_map, torch.nn.Module)
     assert feature_map.input_dim == DIM
     assert feature_map.num_features == NUM_FEATURES
-    assert feature_map.num_real_features == NUM_FEATURES
+    assert feature_map.root_dim == NUM_FEATURES
     assert feature_map.is_complex is False
     assert feature_map.batch_shape == torch.Size([2])
     assert f"sampler={sampler!r}" in repr(feature_map) and "kernel='rbf'" in repr(feature_map)
@@ -230,7 +230,7 @@ def test_real_features_equal_forward(sampler):
     feature_map = _build(sampler, batch_shape=(2,))
     x = _inputs(2, 5)
     assert torch.equal(feature_map.real_features(x), feature_map(x))
-    assert feature_map.real_features(x).shape[-1] == feature_map.num_real_features
+    assert feature_map.real_features(x).shape[-1] == feature_map.root_dim
 
 
 # ---------------------------------------------------------------------------------------- autograd
@@ -263,10 +263,13 @@ def test_batch_index(sampler):
     out = feature_map(x)
     single = feature_map.batch_index((1, 0))
     assert single.batch_shape == torch.Size([])
-    assert torch.equal(single(x), out[1, 0])
+    # The same draws: equal up to rounding (a batched and an unbatched GEMM may sum in another order).
+    torch.testing.assert_close(single(x), out[1, 0], rtol=1e-13, atol=1e-13)
+    for name, buffer in single.named_buffers():
+        assert torch.equal(buffer, getattr(feature_map, name)[1, 0])
     rows = feature_map.batch_index((slice(0, 2),))
     assert rows.batch_shape == torch.Size([2, 2])
-    assert torch.equal(rows(x), out[:2])
+    torch.testing.assert_close(rows(x), out[:2], rtol=1e-13, atol=1e-13)
     # The original map is unchanged, and an unbatched map indexes to itself.
     assert feature_map.batch_shape == torch.Size([3, 2]) and torch.equal(feature_map(x), out)
     plain = _build(sampler)
@@ -376,11 +379,16 @@ def test_expanded_draws_refuse_to_resample():
         features.resample()
 
 
-def test_dtype_mismatch_is_a_clear_error_for_every_sampler():
+def test_inputs_of_another_dtype_are_computed_in_the_promoted_dtype_for_every_sampler():
+    """As torch's type promotion does for GPyTorch's kernels: float32 draws and float64 inputs give float64."""
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     for sampler in ("iid", "orthogonal", "structured", "qmc"):
         features = RandomFourierFeatures(3, 8, sampler=sampler, seed=0).float()
-        with pytest.raises(TypeError, match="float32 draws but got torch.float64"):
-            features(torch.zeros(2, 3, dtype=torch.float64))
+        promoted = features(x)
+        assert promoted.dtype == torch.float64 and all(b.dtype == torch.float32 for b in features.buffers() if b.is_floating_point())
+        torch.testing.assert_close(promoted, copy.deepcopy(features).double()(x), rtol=0, atol=0)
+        # float32 inputs into float64 draws: computed in float64 as well.
+        assert features.double()(x.float()).dtype == torch.float64
 
 
 def test_closed_forms_check_their_inputs():

@@ -300,7 +300,7 @@ def test_shapes_and_constant_feature(kernel, is_complex):
     assert phi.shape == (6, 17)
     assert phi.dtype == (torch.complex128 if is_complex else torch.float64)
     assert feature_map.real_features(x).shape == (6, 34 if is_complex else 17)
-    assert feature_map.num_real_features == (34 if is_complex else 17)
+    assert feature_map.root_dim == (34 if is_complex else 17)
     a0 = 0.5**3 if kernel == "polynomial" else 1.0
     pref = torch.exp(-0.5 * x.square().sum(-1)) if kernel == "gaussian" else torch.ones(6, dtype=torch.float64)
     torch.testing.assert_close(phi[:, 0], (math.sqrt(a0) * pref).to(phi.dtype))
@@ -378,8 +378,10 @@ def test_to_float32(is_complex):
     # Rebuilding (resample, fit_allocation) keeps the dtype.
     feature_map.resample(torch.Generator().manual_seed(1))
     assert feature_map(x.float()).dtype == phi.dtype
-    with pytest.raises(TypeError, match="float"):
-        feature_map(x)
+    promoted = feature_map(x)  # float64 inputs: computed in the promoted dtype, the draws stay float32
+    assert promoted.dtype == (torch.complex128 if is_complex else torch.float64)
+    assert feature_map.center.dtype == torch.float32
+    torch.testing.assert_close(promoted, copy.deepcopy(feature_map).double()(x), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("allocation", ["optimized", "random", [5, 0, 6]])

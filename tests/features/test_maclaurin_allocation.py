@@ -10,6 +10,7 @@ r"""The optimized Maclaurin allocation (paper 000 §5, Alg. 2–3, App. C; DESIG
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 
@@ -273,10 +274,10 @@ def test_degrees_with_zero_coefficients_get_no_features():
     assert optimize_maclaurin_allocation(x, 10, kernel="polynomial", degree=2, bias=0.0).counts == [0, 9]
 
 
-def test_dtype_mismatch_names_the_maclaurin_map():
+def test_float64_inputs_into_float32_draws_are_computed_in_float64():
     features = MaclaurinFeatures(3, 10, allocation=[5, 4], seed=0).float()
-    with pytest.raises(TypeError, match="MaclaurinFeatures holds torch.float32"):
-        features(torch.zeros(2, 3, dtype=torch.float64))
+    x = torch.randn(2, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64) / 3
+    torch.testing.assert_close(features(x), copy.deepcopy(features).double()(x), rtol=0, atol=0)
 
 
 def test_fit_allocation_subsamples_the_pair_statistics():

@@ -11,7 +11,7 @@ from gpytorch.kernels import ScaleKernel
 
 from gprf.features import MaclaurinFeatures
 from gprf.kernels import LocalizedMaclaurinKernel, MaclaurinKernel
-from gprf.prediction import CentredFeatureRootLinearOperator
+from gprf.linalg import FeatureRootLinearOperator, feature_root
 from tests.kernels.test_random_fourier import SEED, RandomFeatureKernelTestCase, _num_dims
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -49,14 +49,16 @@ def test_symmetric_covariances_carry_scaled_inputs_through_scale_kernel(float64)
     kernel.base_kernel.lengthscale = torch.tensor([0.5, 1.0, 2.0])
     kernel.outputscale = 2.5
     covar = kernel(x).evaluate_kernel()
-    assert isinstance(covar, CentredFeatureRootLinearOperator)
-    torch.testing.assert_close(covar.inputs, x / kernel.base_kernel.lengthscale)
-    torch.testing.assert_close(covar.amplitude, kernel.outputscale.detach().sqrt().view(1, 1))
+    assert isinstance(covar, FeatureRootLinearOperator)
+    root = feature_root(covar)
+    torch.testing.assert_close(root.inputs, x / kernel.base_kernel.lengthscale)
+    torch.testing.assert_close(root.outputscale, kernel.outputscale.detach())
+    torch.testing.assert_close(root.recentred_features(x, x[:1]), kernel.base_kernel.feature_map.real_features_about(x, x[:1]))
     # The covariance itself is unchanged: outputscale times the Maclaurin kernel.
     torch.testing.assert_close(covar.to_dense(), 2.5 * kernel.base_kernel(x).to_dense())
 
 
-def test_local_features_are_the_map_centred_elsewhere(float64):
+def test_features_about_a_centre_are_the_map_centred_there(float64):
     x = _x(d=2)
     kernel = LocalizedMaclaurinKernel(64, 2, train_inputs=x, seed=0)
     assert kernel.feature_map.center.abs().min() > 0.1  # the map's own centre is added back
@@ -64,7 +66,7 @@ def test_local_features_are_the_map_centred_elsewhere(float64):
     reference = MaclaurinFeatures(2, 64, kernel="gaussian", allocation=kernel.feature_map.counts, seed=0)
     reference.center = center
     z = x / kernel.lengthscale
-    torch.testing.assert_close(kernel.local_features(z - center), reference(z))
+    torch.testing.assert_close(kernel.feature_map.real_features_about(z, center), reference(z))
 
 
 @pytest.mark.parametrize("sketch", ["rademacher", "gaussian", "srht"])
@@ -72,9 +74,9 @@ def test_kernel_is_exact_at_its_centre(sketch, float64):
     """k_hat(u, 0) = exp(-|u|^2 / 2) for every draw: the sketches vanish at 0, the constant feature is 1."""
     kernel = LocalizedMaclaurinKernel(48, 3, sketch=sketch, allocation=[20, 17, 10], seed=1)
     offsets = 2.0 * torch.randn(25, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
-    at_centre = kernel.local_features(torch.zeros(1, 3))
+    at_centre = kernel.feature_map.real_features_about(torch.zeros(1, 3), torch.zeros(3))
     torch.testing.assert_close(at_centre.square().sum(), torch.tensor(1.0))
-    k_hat = (kernel.local_features(offsets) @ at_centre.mT).squeeze(-1)
+    k_hat = (kernel.feature_map.real_features_about(offsets, torch.zeros(3)) @ at_centre.mT).squeeze(-1)
     torch.testing.assert_close(k_hat, torch.exp(-0.5 * offsets.square().sum(-1)), rtol=1e-12, atol=0)
 
 

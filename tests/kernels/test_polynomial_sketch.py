@@ -83,7 +83,7 @@ def test_kernel_is_the_sketch_of_scaled_inputs_and_exact_is_tied(sketch, is_comp
     phi = kernel.feature_map(x / kernel.lengthscale)
     covar = kernel(x).evaluate_kernel()
     assert isinstance(covar, LowRankRootLinearOperator)
-    assert covar.root.shape[-1] == (32 if is_complex else 16) == kernel.num_features
+    assert covar.root.shape[-1] == (32 if is_complex else 16) == kernel.root_dim and kernel.num_features == 16
     torch.testing.assert_close(covar.to_dense(), (phi @ phi.conj().mT).real)
     exact = kernel.exact()
     assert exact.raw_lengthscale is kernel.raw_lengthscale and exact.degree == 2 and exact.bias == 1.0

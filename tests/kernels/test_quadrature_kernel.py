@@ -1,4 +1,4 @@
-"""QuadratureKernel (SR(3,3) features) and the exact ArcCosineKernel."""
+"""QuadratureKernel and ArcCosineQuadratureKernel (SR(3,3) features) and the exact ArcCosineKernel."""
 
 from __future__ import annotations
 
@@ -11,11 +11,18 @@ import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 from linear_operator.operators import LowRankRootLinearOperator
 
-from gprf.kernels import ArcCosineKernel, QuadratureKernel
+from gprf.kernels import ArcCosineKernel, ArcCosineQuadratureKernel, QuadratureKernel
 from tests.kernels.test_random_fourier import SEED, RandomFeatureKernelTestCase, _num_dims
 from tests.prediction.conftest import ExactModel, make_data, train_and_predict
 
 pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def _quadrature_kernel(name: str, num_rules: int, **kwargs):
+    """The SR(3,3) kernel of ``name``: ``"rbf"``, ``"arccos0"`` or ``"arccos1"``."""
+    if name == "rbf":
+        return QuadratureKernel(num_rules, **kwargs)
+    return ArcCosineQuadratureKernel(num_rules, order=int(name[-1]), **kwargs)
 
 
 @pytest.mark.filterwarnings("ignore:QuadratureFeatures.*infinite variance:UserWarning")
@@ -37,10 +44,10 @@ class TestQuadratureKernelArcCosine(RandomFeatureKernelTestCase, unittest.TestCa
     """Scale-free kernels: no ARD lengthscale, so the ARD variants build the kernel without one."""
 
     def create_kernel_no_ard(self, **kwargs):
-        return QuadratureKernel(2, _num_dims(kwargs, 2), kernel="arccos1", rotation="butterfly", seed=SEED, **kwargs)
+        return ArcCosineQuadratureKernel(2, _num_dims(kwargs, 2), order=1, rotation="butterfly", seed=SEED, **kwargs)
 
     def create_kernel_ard(self, num_dims, **kwargs):
-        return QuadratureKernel(2, num_dims, kernel="arccos1", rotation="butterfly", seed=SEED, **kwargs)
+        return ArcCosineQuadratureKernel(2, num_dims, order=1, rotation="butterfly", seed=SEED, **kwargs)
 
 
 class TestArcCosineKernel(RandomFeatureKernelTestCase, unittest.TestCase):
@@ -64,7 +71,7 @@ def x64():
 
 @pytest.mark.parametrize("kernel", ["rbf", "arccos0", "arccos1"])
 def test_structure_and_exact(kernel, x64):
-    k = QuadratureKernel(64, num_dims=4, kernel=kernel, seed=0).double()
+    k = _quadrature_kernel(kernel, 64, num_dims=4, seed=0).double()
     assert k.num_features == 2 * 64 * 5
     assert isinstance(k(x64).evaluate_kernel(), LowRankRootLinearOperator)
     exact = k.exact()
@@ -83,20 +90,24 @@ def test_scale_free_lengthscale_errors():
     for name in ("ard_num_dims", "lengthscale_prior", "lengthscale_constraint"):
         value = 3 if name == "ard_num_dims" else gpytorch.constraints.Positive() if "constraint" in name else gpytorch.priors.GammaPrior(2.0, 1.0)
         with pytest.raises(ValueError, match="scale-free"):
-            QuadratureKernel(1, num_dims=3, kernel="arccos1", **{name: value})
+            ArcCosineQuadratureKernel(1, num_dims=3, order=1, **{name: value})
         with pytest.raises(ValueError, match="scale-free"):
             ArcCosineKernel(order=0, **{name: value})
-    kernel = QuadratureKernel(1, num_dims=3, kernel="arccos0")
+    kernel = ArcCosineQuadratureKernel(1, num_dims=3, order=0)
     with pytest.raises(ValueError, match="scale-free"):
         kernel.lengthscale = 2.0
-    assert QuadratureKernel(1, num_dims=3).has_lengthscale  # the RBF instance keeps its lengthscale
+    # A class attribute, as GPyTorch's kernels have it: no per-instance switch.
+    assert not ArcCosineQuadratureKernel.has_lengthscale and "has_lengthscale" not in vars(kernel)
+    assert QuadratureKernel.has_lengthscale and QuadratureKernel(1, num_dims=3).lengthscale.shape == (1, 1)
 
 
 def test_bad_input():
     with pytest.raises(ValueError, match="num_rules"):
         QuadratureKernel(0, num_dims=3)
-    with pytest.raises(ValueError, match="'rbf', 'arccos0', 'arccos1'"):
-        QuadratureKernel(1, num_dims=3, kernel="laplace")
+    with pytest.raises(TypeError, match="ArcCosineQuadratureKernel"):
+        QuadratureKernel(1, num_dims=3, kernel="arccos1")
+    with pytest.raises(ValueError, match="order must be 0 or 1"):
+        ArcCosineQuadratureKernel(1, num_dims=3, order=2)
     with pytest.raises(ValueError, match="'haar', 'butterfly'"):
         QuadratureKernel(1, num_dims=3, rotation="householder")
     with pytest.raises(ValueError, match="num_dims"):
@@ -118,7 +129,7 @@ def test_exact_gp_training_loop(kernel):
     x, y = make_data(n=80, d=3, seed=0)
     test_x, test_y = make_data(n=40, d=3, seed=1)
     likelihood = gpytorch.likelihoods.GaussianLikelihood()
-    covar = ScaleKernel(QuadratureKernel(8, num_dims=3, kernel=kernel, rotation="butterfly", seed=0))
+    covar = ScaleKernel(_quadrature_kernel(kernel, 8, num_dims=3, rotation="butterfly", seed=0))
     model = ExactModel(x, y, likelihood, covar).double()
     losses, prediction, nmse = train_and_predict(model, x, y, test_x, test_y)
     assert losses[-1] < losses[0] - 0.3
@@ -134,7 +145,7 @@ def test_botorch_posterior():
     x, y = make_data(n=30, d=3, seed=2)
     for kernel in ("rbf", "arccos1"):
         model = SingleTaskGP(
-            x, y.unsqueeze(-1), covar_module=ScaleKernel(QuadratureKernel(4, num_dims=3, kernel=kernel, seed=0))
+            x, y.unsqueeze(-1), covar_module=ScaleKernel(_quadrature_kernel(kernel, 4, num_dims=3, seed=0))
         )
         posterior = model.posterior(torch.rand(5, 3, dtype=torch.float64))
         assert posterior.mean.shape == (5, 1) and bool((posterior.variance > 0).all())

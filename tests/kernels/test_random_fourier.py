@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import math
 import pickle
 import unittest
 
@@ -13,6 +15,7 @@ from gpytorch.test.base_kernel_test_case import BaseKernelTestCase
 from linear_operator.operators import LowRankRootLinearOperator, MatmulLinearOperator
 
 from gprf.kernels import FeatureSumKernel, RandomFourierKernel
+from tests.prediction.conftest import ExactModel, make_data, train_by_mll
 
 # A fixed seed makes two separately constructed kernels share their frequencies, which
 # BaseKernelTestCase needs when it compares a kernel with active_dims against a plain one.
@@ -180,12 +183,39 @@ def test_batch_kernels_draw_independent_features(x64):
     assert expanded(x64).to_dense().shape == (3, 30, 30)
 
 
-def test_float32_and_dtype_mismatch(x64):
+def test_float32_kernel_computes_float64_inputs_in_float64_as_gpytorch_kernels_do(x64):
     kernel = RandomFourierKernel(64, num_dims=3, seed=0).float()
     assert kernel.feature_map.frequencies.dtype == torch.float32
     assert kernel(x64.float()).to_dense().dtype == torch.float32
-    with pytest.raises(TypeError, match="dtype"):
-        kernel(x64).to_dense()
+    # RBFKernel(float32)(float64 inputs) is float64 by torch's type promotion; so is this kernel.
+    assert RBFKernel().float()(x64).to_dense().dtype == torch.float64
+    promoted = kernel(x64).to_dense()
+    assert promoted.dtype == torch.float64 and kernel.feature_map.frequencies.dtype == torch.float32
+    # The same numbers up to the float32 lengthscale (its softplus is evaluated in float32 here).
+    torch.testing.assert_close(promoted, copy.deepcopy(kernel).double()(x64).to_dense(), rtol=0, atol=1e-7)
+
+
+def test_float64_data_with_a_float32_kernel_trains_and_predicts_like_rbf():
+    """A drop-in kernel behaves as the kernel it replaces: an ExactGP with float64 data and a kernel left in float32."""
+    x, y = make_data(n=60)
+    test_x = torch.rand(7, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    for base in (RBFKernel(ard_num_dims=3), RandomFourierKernel(64, num_dims=3, ard_num_dims=3, seed=0)):
+        likelihood = gpytorch.likelihoods.GaussianLikelihood()  # float32 parameters, as built
+        model = ExactModel(x, y, likelihood, ScaleKernel(base.float()))
+        losses = train_by_mll(model, x, y, steps=5)
+        assert all(math.isfinite(loss) for loss in losses) and losses[-1] < losses[0]
+        model.eval()
+        with torch.no_grad():
+            prediction = likelihood(model(test_x))
+        assert prediction.mean.dtype == torch.float64 and bool((prediction.variance > 0).all())
+
+
+def test_inputs_with_the_wrong_number_of_columns_get_a_clear_error(x64):
+    kernel = RandomFourierKernel(16, num_dims=3, seed=0).double()
+    with pytest.raises(ValueError, match=r"built for inputs with 3 columns.*num_dims=2"):
+        kernel.features(x64[:, :2])
+    with pytest.raises(ValueError, match="3 columns"):
+        ScaleKernel(kernel)(x64[:, :2]).to_dense()
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"))])

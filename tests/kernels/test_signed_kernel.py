@@ -11,17 +11,22 @@ import pytest
 import torch
 from gpytorch.kernels import ScaleKernel
 from linear_operator import settings as linop_settings
+from linear_operator.utils.errors import NotPSDError
 from linear_operator.utils.warnings import NumericalWarning
+
+import gprf
 
 from gprf.exceptions import IndefiniteKernelError
 from gprf.features import delta_gaussian_spectrum, spherical_polynomial_spectrum
 from gprf.kernels import (
     DeltaGaussianKernel,
+    FeatureKernel,
+    SignedFeatureKernel,
     SignedRandomFeatureKernel,
     SphericalPolynomialKernel,
-    krein_ridge_mean,
 )
-from gprf.operators.signed import SignedRootLinearOperator
+from gprf.linalg import SignedRootLinearOperator
+from gprf.prediction import krein_ridge_mean
 from tests.kernels.test_random_fourier import SEED, RandomFeatureKernelTestCase, _num_dims
 from tests.prediction.conftest import ExactModel, make_data, train_by_mll
 
@@ -70,8 +75,9 @@ def test_evaluation_is_the_signed_root():
     torch.testing.assert_close(covar.to_dense(), a @ a.mT - b @ b.mT)
     torch.testing.assert_close(kernel(x, x[:5]).to_dense(), a @ a[:5].mT - b @ b[:5].mT)
     torch.testing.assert_close(kernel(x, diag=True), torch.full((30,), 1.0, dtype=torch.float64))
-    with pytest.raises(IndefiniteKernelError, match="no real feature root"):
-        kernel.features(x)
+    # A sibling of the real-root kernels, not a restriction of one: no real root to ask for.
+    assert isinstance(kernel, SignedFeatureKernel) and not isinstance(kernel, FeatureKernel)
+    assert not hasattr(kernel, "features") and kernel.root_dim == 2 * kernel.num_features == a.size(-1)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -98,9 +104,13 @@ def test_psd_operations_raise_instead_of_nan():
     model.train()
     with pytest.raises(IndefiniteKernelError, match="log-determinant"):
         mll(model(x), y)
-    # With linear_operator's fast log_prob switched off (BoTorch does so), the same clear error (gprf keeps
-    # indefinite operators on their own inv_quad_logdet instead of torch's dense Cholesky).
+    # With linear_operator's fast log_prob switched off (BoTorch does so), gprf's MultivariateNormal keeps
+    # indefinite operators on their own inv_quad_logdet: the same clear error. GPyTorch's class factors the dense
+    # matrix instead, which fails with linear_operator's NotPSDError (never a silent NaN).
     with linop_settings.fast_computations(log_prob=False), pytest.raises(IndefiniteKernelError, match="log-determinant"):
+        prior = model(x)
+        mll(gprf.distributions.MultivariateNormal(prior.mean, prior.lazy_covariance_matrix), y)
+    with linop_settings.fast_computations(log_prob=False), pytest.raises(NotPSDError):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NumericalWarning)
             mll(model(x), y)

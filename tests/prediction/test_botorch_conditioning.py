@@ -18,6 +18,8 @@ from gpytorch.mlls import ExactMarginalLogLikelihood  # noqa: E402
 from gprf.kernels import RandomFourierKernel  # noqa: E402
 
 
+pytestmark = pytest.mark.botorch
+
 def _model(num_outputs: int, n: int = 60, d: int = 3):
     generator = torch.Generator().manual_seed(0)
     train_x = 4 * torch.rand(n, d, generator=generator, dtype=torch.float64)

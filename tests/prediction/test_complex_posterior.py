@@ -121,7 +121,6 @@ def test_bad_input():
         gpytorch.distributions.MultivariateNormal(torch.zeros(20, dtype=torch.float64), torch.eye(20, dtype=torch.float64)),
         y,
         model.likelihood,
-        num_complex_features=24,
     )
     with pytest.raises(ValueError, match="posterior='complex' needs"):
         strategy.exact_prediction(torch.zeros(2, dtype=torch.float64), DenseLinearOperator(torch.eye(2, dtype=torch.float64)), DenseLinearOperator(torch.zeros(2, 20, dtype=torch.float64)))

@@ -11,8 +11,9 @@ from linear_operator.operators import DenseLinearOperator, ZeroLinearOperator
 
 from gprf.exceptions import DispatchFallbackWarning
 from gprf.kernels import RandomFourierKernel
-from gprf.operators import FeatureRootAddedDiagLinearOperator
-from gprf.prediction import CapacitanceFactor, FeatureSpacePredictionStrategy
+from gprf.linalg import FeatureRootAddedDiagLinearOperator
+from gprf.linalg import CapacitanceFactor
+from gprf.prediction import FeatureSpacePredictionStrategy
 from tests.prediction.conftest import ExactModel, make_data, make_model, train_by_mll, weight_space_prediction
 
 

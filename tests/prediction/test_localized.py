@@ -11,7 +11,7 @@ from linear_operator.operators import DiagLinearOperator, ZeroLinearOperator
 from gprf.exceptions import DispatchFallbackWarning
 from gprf.kernels import LocalizedMaclaurinKernel, MaclaurinKernel
 from gprf.metrics import gaussian_kl
-from gprf.operators import FeatureRootLinearOperator
+from gprf.linalg import FeatureRootLinearOperator, feature_root
 from gprf.prediction import FeatureSpacePredictionStrategy, LocalizedPredictionStrategy
 from tests.prediction.conftest import ExactModel, train_by_mll
 
@@ -52,8 +52,8 @@ def _reference(model, x, y, test_x):
     noise = model.likelihood.noise.double()
     means, variances = [], []
     for z_star in z_test:
-        phi = (amplitude * base.local_features(z - z_star)).double()
-        phi_star = (amplitude * base.local_features(torch.zeros_like(z_star)[None])).double()
+        phi = (amplitude * base.feature_map.real_features_about(z, z_star)).double()
+        phi_star = (amplitude * base.feature_map.real_features_about(z_star[None], z_star)).double()
         precision = torch.eye(phi.size(-1), dtype=torch.float64) + phi.mT @ phi / noise
         means.append((phi_star @ torch.linalg.solve(precision, phi.mT @ residual / noise)).squeeze())
         variances.append((phi_star @ torch.linalg.solve(precision, phi_star.mT)).squeeze())
@@ -215,8 +215,8 @@ def test_fantasies_are_rejected_and_fallback_is_loud():
     with pytest.raises(NotImplementedError, match="fantasy"):
         model.get_fantasy_model(x[:2] + 0.1, y[:2])
     strategy = model.prediction_strategy
-    root = model.covar_module(x[:3]).evaluate_kernel()
-    plain = FeatureRootLinearOperator(root.root)  # a root without the inputs to re-centre
+    root = feature_root(model.covar_module(x[:3]))
+    plain = FeatureRootLinearOperator(root.features, root.outputscale, versions=root.versions)  # nothing to re-centre
     with pytest.warns(DispatchFallbackWarning, match="global feature-space"):
         strategy.exact_prediction(torch.zeros(3, dtype=torch.float64), plain, model.covar_module(x[:3], x).evaluate_kernel())
 

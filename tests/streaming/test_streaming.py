@@ -56,7 +56,7 @@ def test_statistics_are_float64_sums_independent_of_chunking(dtype):
         for name in ("gram", "rhs", "quadratic", "log_noise", "num_data"):
             torch.testing.assert_close(getattr(other, name), getattr(whole, name), rtol=1e-12, atol=1e-10)
     # The definitions, densely: G = R^T R / s2, b = R^T (y - mu) / s2.
-    root = model_root(model.covar_module, x).double()
+    root = model_root(model.covar_module, x).scaled_features().double()
     residual = (y - model.mean_module(x)).double().detach()
     noise = model.likelihood.noise.detach().double()
     torch.testing.assert_close(whole.gram, root.mT @ root / noise, rtol=1e-12, atol=1e-10)
@@ -68,7 +68,7 @@ def test_log_marginal_likelihood_matches_dense_gaussian(float64):
     model = make_model(x, y, num_features=32)
     statistics = StreamingFit.from_model(model).fit(iterate_chunks(x, y, chunk_size=64)).statistics
     with torch.no_grad():
-        root = model_root(model.covar_module, x)
+        root = model_root(model.covar_module, x).scaled_features()
         covariance = root @ root.mT + model.likelihood.noise * torch.eye(NUM_TRAIN)
         expected = torch.distributions.MultivariateNormal(model.mean_module(x), covariance).log_prob(y)
     torch.testing.assert_close(statistics.log_marginal_likelihood(), expected, rtol=1e-10, atol=1e-8)

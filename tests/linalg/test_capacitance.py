@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gprf.prediction import CapacitanceFactor
+from gprf.linalg import CapacitanceFactor
 
 
 def _random_gram(f: int, seed: int, batch=()):
@@ -52,7 +52,7 @@ def test_non_finite_gram_is_a_clear_error():
 
 
 def test_solve_triangular_folds_extra_batch_dimensions():
-    from gprf.prediction.capacitance import solve_triangular
+    from gprf.linalg.capacitance import solve_triangular
 
     generator = torch.Generator().manual_seed(0)
     matrix = torch.randn(2, 5, 5, generator=generator, dtype=torch.float64)

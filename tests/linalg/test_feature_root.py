@@ -6,7 +6,7 @@ import pytest
 import torch
 from linear_operator.operators import DiagLinearOperator
 
-from gprf.operators import FeatureRootAddedDiagLinearOperator, FeatureRootLinearOperator, weighted_gram
+from gprf.linalg import FeatureRootAddedDiagLinearOperator, FeatureRootLinearOperator, weighted_gram
 
 
 def _inputs(n=9, f=4, batch=(), seed=0, dtype=torch.float64):
@@ -28,7 +28,7 @@ def test_weighted_gram_value_and_gradcheck():
 
 @pytest.mark.parametrize("shape", [(2, 40, 300), (30, 513), (5, 7)])
 def test_symmetric_gram_matches_the_full_product(shape):
-    from gprf.operators.weighted_gram import symmetric_gram
+    from gprf.linalg.weighted_gram import symmetric_gram
 
     a = torch.randn(*shape, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
     torch.testing.assert_close(symmetric_gram(a), a.mT @ a, rtol=1e-12, atol=1e-12)
@@ -36,7 +36,7 @@ def test_symmetric_gram_matches_the_full_product(shape):
 
 @pytest.mark.parametrize("noise_shape", [(2, 9), (2, 1)], ids=["heteroscedastic", "constant"])
 def test_gram_projection_values_and_gradcheck(noise_shape):
-    from gprf.operators.weighted_gram import weighted_gram_projection
+    from gprf.linalg.weighted_gram import weighted_gram_projection
 
     generator = torch.Generator().manual_seed(8)
     root = torch.randn(2, 9, 4, generator=generator, dtype=torch.float64, requires_grad=True)
@@ -70,7 +70,8 @@ def test_scaled_root_and_constant_noise_match_dense(batch):
     scaled = FeatureRootLinearOperator(root).mul(amplitude.view(*batch, 1, 1))  # as ScaleKernel does
     operator = scaled + ConstantDiagLinearOperator(noise, diag_shape=9)
     assert isinstance(operator, FeatureRootAddedDiagLinearOperator)
-    assert operator._root_parts()[1] is not None and operator._noise_variances().shape == (*batch, 1)
+    hand_off = operator.feature_root  # the amplitude is kept apart from the root
+    assert hand_off.features is root and hand_off.outputscale is not None and hand_off.noise.shape == (*batch, 1)
     inv_quad, logdet = operator.inv_quad_logdet(inv_quad_rhs=rhs.unsqueeze(-1), logdet=True)
     dense = amplitude.unsqueeze(-1).unsqueeze(-1) * (root @ root.mT) + noise.unsqueeze(-1) * torch.eye(9, dtype=torch.float64)
     expected_inv_quad = (rhs * torch.linalg.solve(dense, rhs.unsqueeze(-1)).squeeze(-1)).sum(-1)

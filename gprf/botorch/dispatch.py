@@ -1,0 +1,49 @@
+"""gprf's entries in BoTorch's pathwise dispatchers, for every ``ExactGP`` whose covariance is a gprf kernel.
+
+The kernel-feature generator is registered for gprf's own type (:mod:`gprf.botorch.features`). The prior sampler
+and the Gaussian update dispatch on the *model* type, and a plain ``SingleTaskGP`` with a gprf kernel is a BoTorch
+type; for those, gprf takes the handler BoTorch had registered through the dispatcher's public lookup
+(``Dispatcher.dispatch``) before adding its own, and hands every call whose covariance is not a gprf feature
+kernel to it unchanged — no argument changed, no random number drawn — so models with other kernels get
+bit-identical paths with and without gprf. Nothing else of BoTorch's is replaced.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from botorch.sampling.pathwise.paths import GeneralizedLinearPath
+from botorch.sampling.pathwise.prior_samplers import DrawKernelFeaturePaths
+from botorch.sampling.pathwise.update_strategies import GaussianUpdate
+from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood, Likelihood
+from gpytorch.models import ExactGP
+
+from gprf.botorch.features import gen_root_features
+from gprf.botorch.prior import path_weights
+from gprf.botorch.update import weight_space_update
+from gprf.kernels import is_feature_kernel
+
+# The handlers BoTorch registered for these signatures, found before gprf adds its own entries.
+botorch_prior_paths = DrawKernelFeaturePaths.dispatch(ExactGP)
+botorch_gaussian_update = GaussianUpdate.dispatch(ExactGP, GaussianLikelihood)
+
+
+@DrawKernelFeaturePaths.register(ExactGP)
+def draw_prior_paths(model: ExactGP, **kwargs: Any) -> GeneralizedLinearPath:
+    """Prior paths from the kernel's own features (the whole covariance module's root) and unbiased weights
+    (:func:`~gprf.botorch.prior.path_weights`) for gprf kernels; BoTorch's sampler for every other model."""
+    if is_feature_kernel(model.covar_module):
+        kwargs.setdefault("map_generator", gen_root_features)
+        if kwargs.get("weight_generator") is None:
+            kwargs["weight_generator"] = partial(path_weights, batch_ndim=len(model.covar_module.batch_shape))
+    return botorch_prior_paths(model, **kwargs)
+
+
+@GaussianUpdate.register(ExactGP, (GaussianLikelihood, FixedNoiseGaussianLikelihood))
+def gaussian_update(model: ExactGP, likelihood: Likelihood, *, scale_tril: Any = None, **kwargs: Any) -> GeneralizedLinearPath:
+    """:func:`~gprf.botorch.weight_space_update` for gprf kernels; BoTorch's dense update for every other model
+    and whenever the caller supplies a Cholesky factor of :math:`K + \\Sigma` (``scale_tril``)."""
+    if scale_tril is None and is_feature_kernel(model.covar_module):
+        return weight_space_update(model, likelihood, **kwargs)
+    return botorch_gaussian_update(model, likelihood, scale_tril=scale_tril, **kwargs)

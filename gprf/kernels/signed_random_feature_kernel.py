@@ -1,0 +1,97 @@
+r"""Signed random-feature kernels (GRFF/GORF) of stationary indefinite kernels (Luo, Fang, Yang & Huang 2021)."""
+
+from __future__ import annotations
+
+import torch
+from gpytorch.kernels import Kernel
+from torch import Tensor
+
+from gprf.features import DeltaGaussianSpectrum, SignedRadialSpectrum, SignedRandomFeatures, SphericalPolynomialSpectrum
+from gprf.kernels.delta_gaussian import DeltaGaussianKernel
+from gprf.kernels.feature_map_owner import FeatureMapOwner, resolve_num_dims
+from gprf.kernels.signed_feature_kernel import SignedFeatureKernel
+from gprf.kernels.signed_part import SignedPartKernel
+from gprf.kernels.spherical_polynomial import SphericalPolynomialKernel
+
+
+class SignedRandomFeatureKernel(FeatureMapOwner, SignedFeatureKernel):
+    r"""Signed random-feature approximation :math:`\hat k(x, y) = a(x/\ell)^\top a(y/\ell) - b(x/\ell)^\top b(y/\ell)`.
+
+    ``kernel(X)`` is a :class:`~gprf.linalg.SignedRootLinearOperator` :math:`AA^\top - BB^\top`
+    (never :math:`N\times N`), ``kernel(X, diag=True)`` the diagonal :math:`\lVert\mu_+\rVert - \lVert\mu_-\rVert`.
+    The roots come from :class:`~gprf.features.SignedRandomFeatures` (GRFF with ``sampler="iid"``, GORF with
+    ``"orthogonal"``). See :mod:`gprf.kernels.signed_feature_kernel` for what a GPyTorch model can do with it: posterior mean (kernel
+    ridge regression) yes; marginal likelihood, variances, sampling no (:class:`~gprf.exceptions.IndefiniteKernelError`).
+
+    Spectra defined on the unit sphere (:func:`~gprf.features.spherical_polynomial_spectrum`) take unit-norm inputs
+    and have no lengthscale: it is set to 1 and frozen.
+
+    Args:
+        num_features: Frequencies per part :math:`s` (each root has ``root_dim = 2s`` columns).
+        spectrum: The signed spectrum (:func:`~gprf.features.delta_gaussian_spectrum`,
+            :func:`~gprf.features.spherical_polynomial_spectrum`).
+        num_dims: Input dimension (defaults to ``ard_num_dims``, or ``len(active_dims)``).
+        sampler: ``"iid"`` (GRFF) or ``"orthogonal"`` (GORF).
+        seed: Seed of the feature draws.
+        kwargs: GPyTorch :class:`~gpytorch.kernels.Kernel` arguments.
+
+    Example:
+        >>> spectrum = gprf.features.delta_gaussian_spectrum([1.0, -1.0], [1.0, 10.0])
+        >>> covar_module = SignedRandomFeatureKernel(64, spectrum, num_dims=64, sampler="orthogonal")
+    """
+
+    def __init__(
+        self,
+        num_features: int,
+        spectrum: SignedRadialSpectrum,
+        num_dims: int | None = None,
+        sampler: str = "iid",
+        seed: int | None = None,
+        **kwargs,
+    ) -> None:
+        num_dims = resolve_num_dims(num_dims, kwargs.get("ard_num_dims"), kwargs.get("active_dims"), type(self).__name__)
+        feature_map = SignedRandomFeatures(
+            num_dims, num_features, spectrum, sampler=sampler, batch_shape=kwargs.get("batch_shape", torch.Size()), seed=seed
+        )
+        super().__init__(feature_map, **kwargs)
+        if spectrum.on_sphere:
+            self.lengthscale = 1.0
+            self.raw_lengthscale.requires_grad_(False)
+
+    @property
+    def spectrum(self) -> SignedRadialSpectrum:
+        return self.feature_map.spectrum
+
+    def signed_features(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """The roots ``(A, B)`` of raw inputs (divided by the lengthscale inside)."""
+        return self.feature_map(self.scale_inputs(x))
+
+    @property
+    def root_dim(self) -> int:
+        """Columns of each root: ``2 * num_features``."""
+        return self.feature_map.root_dim
+
+    def psd_part(self, part: str = "positive") -> SignedPartKernel:
+        r"""A PSD random-feature kernel built from the same draws and lengthscale.
+
+        ``"positive"``: :math:`a(x)^\top a(y) \approx \lVert\mu_+\rVert\tilde k_+` (the positive part of the Jordan
+        decomposition); ``"absolute"``: :math:`a^\top a + b^\top b \approx \lVert\mu_+\rVert\tilde k_+ +
+        \lVert\mu_-\rVert\tilde k_-`, the kernel of the Hilbert space associated with the Krein space.
+        """
+        return SignedPartKernel(self, part)
+
+    def exact(self) -> Kernel:
+        """:class:`DeltaGaussianKernel` or :class:`SphericalPolynomialKernel`, sharing the lengthscale."""
+        spectrum = self.spectrum
+        if isinstance(spectrum, SphericalPolynomialSpectrum):
+            return SphericalPolynomialKernel(spectrum.a, spectrum.degree).to(self.raw_lengthscale)
+        if isinstance(spectrum, DeltaGaussianSpectrum):
+            exact = DeltaGaussianKernel(
+                spectrum.weights.tolist(),
+                spectrum.lengthscales.tolist(),
+                ard_num_dims=self.ard_num_dims,
+                batch_shape=self.batch_shape,
+                active_dims=self.active_dims,
+            )
+            return self._tie_lengthscale(exact)
+        raise NotImplementedError(f"No exact kernel is registered for {type(spectrum).__name__}.")

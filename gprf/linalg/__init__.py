@@ -1,0 +1,40 @@
+"""The linear-algebra layer: feature-root covariances, their one decoder, and the factorisations behind them.
+
+A gprf feature kernel evaluates to a :class:`FeatureRootLinearOperator`; :func:`feature_root` reads any
+covariance built from it back as a :class:`FeatureRoot` (root, amplitude, noise, extras), and
+:func:`factor_capacitance` is where every :math:`F\\times F` capacitance is formed and factored (in
+:class:`gprf.settings.factor_dtype`). The indefinite operators serve signed random-feature kernels.
+"""
+
+from gprf.linalg.capacitance import CapacitanceFactor, factor_capacitance, weighted_sums
+from gprf.linalg.decode import feature_root
+from gprf.linalg.feature_root import FeatureRoot
+from gprf.linalg.feature_root_added_diag_operator import FeatureRootAddedDiagLinearOperator
+from gprf.linalg.feature_root_operator import FeatureRootLinearOperator
+from gprf.linalg.indefinite_dense_added_diag_operator import IndefiniteDenseAddedDiagLinearOperator
+from gprf.linalg.indefinite_dense_operator import IndefiniteDenseLinearOperator
+from gprf.linalg.indefinite_guard import IndefiniteGuard, indefinite_error
+from gprf.linalg.indefinite_posterior_covariance import IndefinitePosteriorCovariance
+from gprf.linalg.signed_root_added_diag_operator import SignedRootAddedDiagLinearOperator
+from gprf.linalg.signed_root_operator import SignedRootLinearOperator
+from gprf.linalg.weighted_gram import symmetric_gram, weighted_gram, weighted_gram_projection
+
+__all__ = [
+    "CapacitanceFactor",
+    "FeatureRoot",
+    "FeatureRootAddedDiagLinearOperator",
+    "FeatureRootLinearOperator",
+    "IndefiniteDenseAddedDiagLinearOperator",
+    "IndefiniteDenseLinearOperator",
+    "IndefiniteGuard",
+    "IndefinitePosteriorCovariance",
+    "SignedRootAddedDiagLinearOperator",
+    "SignedRootLinearOperator",
+    "factor_capacitance",
+    "feature_root",
+    "indefinite_error",
+    "symmetric_gram",
+    "weighted_gram",
+    "weighted_gram_projection",
+    "weighted_sums",
+]

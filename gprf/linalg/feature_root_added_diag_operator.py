@@ -1,0 +1,127 @@
+r"""The training covariance :math:`K = s\,RR^\top + \Sigma` with its Gaussian log density in feature space."""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from linear_operator.operators import ConstantDiagLinearOperator, DiagLinearOperator, LowRankRootAddedDiagLinearOperator
+from torch import Tensor
+
+from gprf.exceptions import LowRankStructureWarning
+from gprf.linalg.capacitance import checked_cholesky, nonfinite_rows, raise_for_nonfinite_rows
+from gprf.linalg.feature_root import FeatureRoot
+from gprf.settings import factor_dtype
+
+
+class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
+    r""":math:`K = s\,RR^\top + \Sigma` (a :class:`~gprf.linalg.FeatureRootLinearOperator` plus noise).
+
+    With :math:`C = I + s\,R^\top\Sigma^{-1}R = LL^\top` (matrix determinant lemma and Woodbury identity):
+
+    .. math::
+        \log\det K = \log\det C + \sum_i \log\sigma_i^2, \qquad
+        y^\top K^{-1}y = y^\top\Sigma^{-1}y - \lVert L^{-1}\sqrt s\,R^\top\Sigma^{-1}y\rVert^2 .
+
+    :math:`C` comes from :func:`gprf.linalg.factor_capacitance` (Gram in the model dtype with a one-GEMM
+    backward, factored in :class:`gprf.settings.factor_dtype`), so float32 models stay accurate at small noise;
+    the whole step costs :math:`2NF^2 + O(F^3)` flops forward and backward. With fewer points than features
+    (:math:`N < F`, common early in Bayesian optimization) :math:`K` itself is formed and factored instead,
+    :math:`O(N^2F + N^3)`, which avoids the :math:`O(F^3)` factorisation and its backward. Training rows with
+    NaN or infinite values raise :class:`~gprf.exceptions.NonFiniteTrainingDataError`.
+
+    GPyTorch's ``MultivariateNormal.log_prob`` only calls :meth:`inv_quad_logdet` while linear_operator's
+    ``fast_computations.log_prob`` is on (GPyTorch's default; BoTorch switches it off on import). Otherwise it
+    takes a dense :math:`N\times N` Cholesky of :meth:`to_dense`, which warns with
+    :class:`~gprf.exceptions.LowRankStructureWarning`; :class:`gprf.distributions.MultivariateNormal` keeps the
+    structured density under either setting.
+    """
+
+    @property
+    def feature_root(self) -> FeatureRoot:
+        """The hand-off, with the noise variances."""
+        return self._linear_op.feature_root.with_noise(self.noise_variances())
+
+    def noise_variances(self) -> Tensor:
+        """Noise variances ``(*batch, N)``, or ``(*batch, 1)`` for one variance per batch member (homoscedastic)."""
+        if isinstance(self._diag_tensor, ConstantDiagLinearOperator):
+            values = self._diag_tensor.diag_values
+            while values.dim() > len(self.batch_shape) + 1 and values.size(0) == 1:  # e.g. (1, 1) for no batch
+                values = values.squeeze(0)
+            return values.expand(*self.batch_shape, 1)
+        return self._diag_tensor.diagonal(dim1=-2, dim2=-1)
+
+    def inv_quad_logdet(
+        self, inv_quad_rhs: Tensor | None = None, logdet: bool | None = False, reduce_inv_quad: bool | None = True
+    ) -> tuple[Tensor | None, Tensor | None]:
+        if inv_quad_rhs is None and not logdet:
+            return None, None
+        rhs = None
+        if inv_quad_rhs is not None:
+            rhs = inv_quad_rhs.unsqueeze(-1) if inv_quad_rhs.dim() == 1 else inv_quad_rhs
+            if rhs.size(-2) != self.size(-1):
+                raise RuntimeError(
+                    f"LinearOperator (size={self.shape}) cannot be multiplied with right-hand side of size {rhs.shape}."
+                )
+        root = self.feature_root
+        # Fewer points than features (e.g. early Bayesian optimization): the N x N route is the cheaper one.
+        terms = _dense_terms if root.num_points < root.num_columns else _feature_space_terms
+        inv_quad_term, logdet_term = terms(root, rhs, logdet)
+        if inv_quad_term is not None and reduce_inv_quad:
+            inv_quad_term = inv_quad_term.sum(-1)
+        if logdet_term is not None:
+            logdet_term = logdet_term.expand(self.batch_shape)
+        return inv_quad_term, logdet_term
+
+    def to_dense(self) -> Tensor:
+        if self.size(-1) > self._linear_op.features.size(-1):
+            warnings.warn(
+                f"Forming the dense {self.size(-1)} x {self.size(-1)} covariance of a random-feature kernel with "
+                f"{self._linear_op.features.size(-1)} features (O(N^2) memory, O(N^3) factorisation). GPyTorch's "
+                "MultivariateNormal.log_prob does this while linear_operator's fast_computations.log_prob is off, "
+                "as BoTorch sets on import: return gprf.distributions.MultivariateNormal from the model's forward "
+                "(gprf.botorch.RandomFeatureSingleTaskGP does) to keep the O(N F^2) marginal likelihood.",
+                LowRankStructureWarning,
+                stacklevel=2,
+            )
+        return super().to_dense()
+
+    def add_diagonal(self, diag: Tensor) -> FeatureRootAddedDiagLinearOperator:
+        return FeatureRootAddedDiagLinearOperator(self._linear_op, self._diag_tensor.add_diagonal(diag))
+
+    def __add__(self, other):
+        if isinstance(other, DiagLinearOperator):
+            return FeatureRootAddedDiagLinearOperator(self._linear_op, self._diag_tensor + other)
+        return super().__add__(other)
+
+
+def _feature_space_terms(root: FeatureRoot, rhs: Tensor | None, logdet: bool) -> tuple[Tensor | None, Tensor | None]:
+    dtype = factor_dtype.value()
+    factor, projection = root.factor(rhs)
+    noise = root.noise.to(dtype)
+    inv_quad_term, logdet_term = None, None
+    if rhs is not None:
+        whitened = factor.solve_root(projection)
+        inv_quad = (rhs.to(dtype).square() / noise.unsqueeze(-1)).sum(-2) - whitened.square().sum(-2)
+        inv_quad_term = inv_quad.to(rhs.dtype)
+    if logdet:
+        noise_logdet = noise.log().expand(*noise.shape[:-1], root.num_points).sum(-1)
+        logdet_term = (factor.logdet() + noise_logdet).to(root.features.dtype)
+    return inv_quad_term, logdet_term
+
+
+def _dense_terms(root: FeatureRoot, rhs: Tensor | None, logdet: bool) -> tuple[Tensor | None, Tensor | None]:
+    r""":math:`K = s\,RR^\top + \Sigma` formed and factored in the factor dtype: :math:`O(N^2F + N^3)` for :math:`N < F`."""
+    dtype = factor_dtype.value()
+    features = root.scaled_features().to(dtype)
+    noise = root.noise.to(dtype).expand(*features.shape[:-1])
+    covariance = features @ features.mT + torch.diag_embed(noise)
+    # Targets do not enter K: their finiteness is checked with the factor's (one synchronisation).
+    cholesky = checked_cholesky(covariance, lambda: raise_for_nonfinite_rows(nonfinite_rows(features, noise, rhs)), rhs)
+    inv_quad_term, logdet_term = None, None
+    if rhs is not None:
+        whitened = torch.linalg.solve_triangular(cholesky, rhs.to(dtype), upper=False)
+        inv_quad_term = whitened.square().sum(-2).to(rhs.dtype)
+    if logdet:
+        logdet_term = (2 * cholesky.diagonal(dim1=-2, dim2=-1).log().sum(-1)).to(root.features.dtype)
+    return inv_quad_term, logdet_term

@@ -1,0 +1,148 @@
+r"""The covariance :math:`K = s\,RR^\top` of a feature kernel, carrying its :class:`~gprf.linalg.FeatureRoot`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from linear_operator.operators import (
+    ConstantDiagLinearOperator,
+    ConstantMulLinearOperator,
+    DenseLinearOperator,
+    DiagLinearOperator,
+    LinearOperator,
+    LowRankRootLinearOperator,
+    MatmulLinearOperator,
+)
+from torch import Tensor
+
+from gprf.linalg.feature_root import FeatureRoot
+from gprf.linalg.feature_root_added_diag_operator import FeatureRootAddedDiagLinearOperator
+
+
+class FeatureRootLinearOperator(LowRankRootLinearOperator):
+    r""":math:`K = s\,RR^\top` for a real feature root :math:`R` ``(*batch, N, F)`` and an amplitude :math:`s`.
+
+    What every gprf feature kernel returns for :math:`K(X, X)`. The root, the amplitude and the optional extras
+    (scaled inputs and a re-centring map for localized prediction, the feature-draw versions) are kept apart and
+    read back with :attr:`feature_root`; ``ScaleKernel`` multiplies :math:`s` (no scaled copy of :math:`R`, no
+    host synchronisation). Adding a diagonal noise gives
+    :class:`~gprf.linalg.FeatureRootAddedDiagLinearOperator`, whose Gaussian log density costs
+    :math:`O(NF^2)`. As a ``LowRankRootLinearOperator`` with root :math:`\sqrt s\,R` it works wherever GPyTorch
+    expects one (sampling, root decompositions).
+
+    Args:
+        features: :math:`R`.
+        outputscale: :math:`s` ``(*batch)`` (broadcast to the batch shape), or ``None`` for 1.
+        inputs: Scaled inputs :math:`Z` ``(*batch, N, d)`` (see :class:`~gprf.linalg.FeatureRoot`).
+        recentred_features: :math:`(Z, c) \mapsto R_c(Z)` (see :class:`~gprf.linalg.FeatureRoot`).
+        versions: Draw versions of the feature maps behind :math:`R`.
+    """
+
+    def __init__(
+        self,
+        features: Tensor,
+        outputscale: Tensor | None = None,
+        inputs: Tensor | None = None,
+        *,
+        recentred_features: Callable[[Tensor, Tensor], Tensor] | None = None,
+        versions: tuple[int, ...] = (),
+    ) -> None:
+        if outputscale is not None:
+            outputscale = outputscale.expand(features.shape[:-2])
+        # LinearOperator's constructor records these arguments, which is how linear_operator rebuilds the
+        # operator (representation trees, clone, to, detach); the parent's would record the root instead.
+        LinearOperator.__init__(
+            self, features, outputscale=outputscale, inputs=inputs, recentred_features=recentred_features, versions=versions
+        )
+        self.features = features
+        self.outputscale = outputscale
+        self.inputs = inputs
+        self.recentred_features = recentred_features
+        self.versions = versions
+        dense = DenseLinearOperator(features)
+        self.root = dense if outputscale is None else ConstantMulLinearOperator(dense, outputscale.sqrt())
+
+    @property
+    def feature_root(self) -> FeatureRoot:
+        """The hand-off (without noise)."""
+        return FeatureRoot(self.features, self.outputscale, None, self.inputs, self.recentred_features, self.versions)
+
+    def _rebuild(self, features: Tensor, outputscale: Tensor | None, inputs: Tensor | None) -> FeatureRootLinearOperator:
+        return FeatureRootLinearOperator(
+            features, outputscale, inputs, recentred_features=self.recentred_features, versions=self.versions
+        )
+
+    # ------------------------------------------------------------------ structure-preserving operations
+    def _mul_constant(self, other: Tensor) -> FeatureRootLinearOperator:
+        # linear_operator's RootLinearOperator tests the sign of the constant (a host synchronisation) to scale
+        # the root by its square root; keeping the amplitude apart needs neither, and products, diagonals and
+        # dense evaluations below stay exact for any sign.
+        other = torch.as_tensor(other, dtype=self.features.dtype, device=self.features.device)
+        outputscale = other if self.outputscale is None else self.outputscale * other
+        return self._rebuild(self.features, outputscale.expand(self.batch_shape), self.inputs)
+
+    def _expand_batch(self, batch_shape: torch.Size) -> FeatureRootLinearOperator:
+        if len(batch_shape) == 0:
+            return self
+        return self._rebuild(*self._map_tensors(lambda t, tail: t.expand(*batch_shape, *t.shape[t.dim() - tail :])))
+
+    def _unsqueeze_batch(self, dim: int) -> FeatureRootLinearOperator:
+        return self._rebuild(*self._map_tensors(lambda t, tail: t.unsqueeze(dim)))
+
+    def _permute_batch(self, *dims: int) -> FeatureRootLinearOperator:
+        def permute(t: Tensor, tail: int) -> Tensor:
+            return t.permute(*dims, *range(len(dims), len(dims) + tail))
+
+        return self._rebuild(*self._map_tensors(permute))
+
+    def _map_tensors(self, fn: Callable[[Tensor, int], Tensor]) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """``fn(tensor, trailing non-batch dims)`` applied to the features, the amplitude and the inputs."""
+        outputscale = None if self.outputscale is None else fn(self.outputscale, 0)
+        inputs = None if self.inputs is None else fn(self.inputs, 2)
+        return fn(self.features, 2), outputscale, inputs
+
+    def _getitem(self, row_index, col_index, *batch_indices) -> LinearOperator:
+        rows = self.root._getitem(row_index, slice(None), *batch_indices)
+        same_rows = isinstance(row_index, slice) and row_index == col_index
+        if same_rows and not any(torch.is_tensor(index) for index in batch_indices):
+            # Rows of a symmetric covariance (e.g. a batch member, or the training block): keep the hand-off.
+            index = (*batch_indices, row_index, slice(None))
+            outputscale = None if self.outputscale is None else self.outputscale[batch_indices]
+            inputs = None if self.inputs is None else self.inputs[index]
+            return self._rebuild(self.features[index], outputscale, inputs)
+        if same_rows:
+            return LowRankRootLinearOperator(rows)
+        columns = self.root._getitem(col_index, slice(None), *batch_indices)
+        return MatmulLinearOperator(rows, columns.mT)
+
+    # ------------------------------------------------------------------ exact for any sign of the amplitude
+    def _scale(self, tensor: Tensor, trailing: int) -> Tensor:
+        if self.outputscale is None:
+            return tensor
+        return tensor * self.outputscale.reshape(*self.outputscale.shape, *(1,) * trailing)
+
+    def _matmul(self, rhs: Tensor) -> Tensor:
+        return self._scale(self.features @ (self.features.mT @ rhs), 2 if rhs.dim() >= 2 else 1)
+
+    def _t_matmul(self, rhs: Tensor) -> Tensor:
+        return self._matmul(rhs)
+
+    def _diagonal(self) -> Tensor:
+        return self._scale(self.features.square().sum(-1), 1)
+
+    def to_dense(self) -> Tensor:
+        return self._scale(self.features @ self.features.mT, 2)
+
+    # ------------------------------------------------------------------ adding the noise
+    def add_diagonal(self, diag: Tensor) -> FeatureRootAddedDiagLinearOperator:
+        num_points = self.size(-1)
+        if diag.dim() == 0 or diag.size(-1) == 1:  # one variance (per batch member): keep it a constant
+            diag = diag.unsqueeze(-1) if diag.dim() == 0 else diag
+            return FeatureRootAddedDiagLinearOperator(self, ConstantDiagLinearOperator(diag, diag_shape=num_points))
+        return FeatureRootAddedDiagLinearOperator(self, DiagLinearOperator(diag.expand(*self.shape[:-1])))
+
+    def __add__(self, other):
+        if isinstance(other, DiagLinearOperator):
+            return FeatureRootAddedDiagLinearOperator(self, other)
+        return super().__add__(other)

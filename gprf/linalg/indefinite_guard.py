@@ -1,0 +1,69 @@
+r"""LinearOperators for indefinite kernel matrices: usable for kernel ridge regression, never as covariances.
+
+An indefinite kernel matrix :math:`\hat K` (e.g. :math:`AA^\top - BB^\top` from signed random features) plus a
+noise diagonal :math:`\Sigma` is usually invertible, so the kernel-ridge-regression / posterior-mean system
+:math:`(\hat K + \Sigma)\alpha = y` is well posed. Everything that needs a positive semi-definite covariance —
+Cholesky factors, log-determinants (the marginal likelihood), root decompositions, sampling, posterior variances —
+raises :class:`~gprf.exceptions.IndefiniteKernelError` here instead of returning NaN or a silently wrong result.
+"""
+
+from __future__ import annotations
+
+from linear_operator.operators import DiagLinearOperator, LinearOperator
+from torch import Tensor
+
+from gprf.exceptions import IndefiniteKernelError
+
+
+def indefinite_error(operation: str) -> IndefiniteKernelError:
+    return IndefiniteKernelError(
+        f"{operation} needs a positive semi-definite covariance, but this kernel matrix is indefinite (a signed "
+        "random-feature kernel or an indefinite target such as DeltaGaussianKernel). Supported: the posterior mean / "
+        "kernel ridge regression (model(x).mean, gprf.kernels.krein_ridge_mean). For a GP with marginal likelihood, "
+        "variances and sampling use the PSD part, kernel.psd_part()."
+    )
+
+
+class IndefiniteGuard:
+    """Mixin: every operation that assumes a PSD matrix raises :class:`~gprf.exceptions.IndefiniteKernelError`."""
+
+    def cholesky(self, *args, **kwargs):
+        raise indefinite_error("A Cholesky factorisation")
+
+    def _cholesky(self, *args, **kwargs):
+        raise indefinite_error("A Cholesky factorisation")
+
+    def root_decomposition(self, *args, **kwargs):
+        raise indefinite_error("A root decomposition (sampling)")
+
+    def root_inv_decomposition(self, *args, **kwargs):
+        raise indefinite_error("A root of the inverse (posterior covariance)")
+
+    def zero_mean_mvn_samples(self, *args, **kwargs):
+        raise indefinite_error("Sampling from a Gaussian")
+
+    def sqrt_inv_matmul(self, *args, **kwargs):
+        raise indefinite_error("sqrt_inv_matmul")
+
+    def inv_quad_logdet(self, inv_quad_rhs: Tensor | None = None, logdet: bool = False, reduce_inv_quad: bool = True):
+        if logdet:
+            raise indefinite_error("The log-determinant (marginal likelihood)")
+        if inv_quad_rhs is None:
+            return None, None
+        return self.inv_quad(inv_quad_rhs, reduce_inv_quad=reduce_inv_quad), None
+
+    def logdet(self):
+        raise indefinite_error("The log-determinant (marginal likelihood)")
+
+    def solve(self, right_tensor: Tensor, left_tensor: Tensor | None = None) -> Tensor:
+        raise indefinite_error("Solving with the kernel matrix alone (add a noise diagonal for ridge regression)")
+
+    def inv_quad(self, inv_quad_rhs: Tensor, reduce_inv_quad: bool = True) -> Tensor:
+        rhs = inv_quad_rhs.unsqueeze(-1) if inv_quad_rhs.dim() == 1 else inv_quad_rhs
+        result = (rhs * self.solve(rhs)).sum(-2)
+        return result.sum(-1) if reduce_inv_quad else result
+
+
+def diagonal_operator(operator: LinearOperator, diag: Tensor) -> DiagLinearOperator:
+    """``add_diagonal``'s argument (scalar, trailing-1 or per-row) as a DiagLinearOperator of the right shape."""
+    return DiagLinearOperator(diag.expand(*operator.shape[:-1]))
