@@ -1,4 +1,4 @@
-"""gprf.settings.validate_inputs switches the NaN/inf check of feature maps."""
+"""gprf.settings: the NaN/inf check of feature maps and the dtype of every factorisation."""
 
 from __future__ import annotations
 
@@ -20,3 +20,13 @@ def test_validate_inputs_modes():
         features(bad)  # restored on exit
     with pytest.raises(ValueError, match="True, False or 'auto'"):
         gprf.settings.validate_inputs("sometimes")
+
+
+def test_factor_dtype_modes():
+    assert gprf.settings.factor_dtype.value() == torch.float64 and gprf.settings.factor_dtype.complex_value() == torch.complex128
+    with gprf.settings.factor_dtype(torch.float32):
+        assert gprf.settings.factor_dtype.value() == torch.float32
+        assert gprf.settings.factor_dtype.complex_value() == torch.complex64
+    assert gprf.settings.factor_dtype.value() == torch.float64  # restored on exit
+    with pytest.raises(ValueError, match="torch.float32 or torch.float64"):
+        gprf.settings.factor_dtype(torch.float16)

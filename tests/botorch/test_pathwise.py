@@ -17,6 +17,7 @@ from linear_operator.operators import ZeroLinearOperator
 
 import gprf.botorch.dispatch as gprf_dispatch
 from gprf.botorch import KernelRootFeatureMap, path_weights, weight_space_update
+from gprf.exceptions import NonFiniteTrainingDataError
 from gprf.botorch.dispatch import botorch_gaussian_update
 from gprf.kernels import RandomFourierKernel
 from tests.botorch.conftest import make_botorch_model
@@ -140,3 +141,13 @@ def test_noise_free_update_is_refused():
     sample_values = torch.zeros(2, 40, dtype=torch.float64)
     with pytest.raises(ValueError, match="positive observation noise"):
         weight_space_update(model, model.likelihood, sample_values=sample_values, noise_covariance=ZeroLinearOperator(40, 40, dtype=torch.float64))
+
+
+def test_non_finite_targets_are_refused_by_the_update():
+    model = make_botorch_model()
+    model.eval()
+    targets = model.train_targets.clone()
+    targets[..., [0, 5]] = float("nan")
+    sample_values = torch.zeros(2, 40, dtype=torch.float64)
+    with pytest.raises(NonFiniteTrainingDataError, match="^2 of 40 training points"):
+        weight_space_update(model, model.likelihood, sample_values=sample_values, target_values=targets)

@@ -1,11 +1,14 @@
-"""CapacitanceFactor: low-rank updates agree with refactoring C + U U^T from scratch."""
+"""The factorisation home: CapacitanceFactor updates, factor_capacitance and its check of the training rows."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from gprf.linalg import CapacitanceFactor
+import gprf
+from gprf.exceptions import NonFiniteTrainingDataError
+from gprf.linalg import CapacitanceFactor, factor_capacitance
+from gprf.linalg.capacitance import nonfinite_rows
 
 
 def _random_gram(f: int, seed: int, batch=()):
@@ -47,7 +50,7 @@ def test_batched_update_broadcasts_over_new_leading_dims():
 def test_non_finite_gram_is_a_clear_error():
     gram = _random_gram(4, 4)
     gram[0, 0] = float("nan")
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(NonFiniteTrainingDataError, match="NaN"):
         CapacitanceFactor.from_gram(gram)
 
 
@@ -61,3 +64,55 @@ def test_solve_triangular_folds_extra_batch_dimensions():
     for upper, factor in ((False, lower), (True, lower.mT)):
         expected = torch.linalg.solve_triangular(factor, rhs, upper=upper)
         torch.testing.assert_close(solve_triangular(factor, rhs, upper=upper), expected, rtol=0, atol=1e-12)
+
+
+def _rows(n=12, f=5, seed=0, batch=()):
+    generator = torch.Generator().manual_seed(seed)
+    features = torch.randn(*batch, n, f, generator=generator, dtype=torch.float64)
+    noise = 0.1 + torch.rand(*batch, n, generator=generator, dtype=torch.float64)
+    rhs = torch.randn(*batch, n, 2, generator=generator, dtype=torch.float64)
+    return features, noise, rhs
+
+
+@pytest.mark.parametrize("with_scale", [False, True])
+def test_factor_capacitance_matches_the_scaled_dense_definitions(with_scale):
+    features, noise, rhs = _rows(batch=(3,))
+    outputscale = torch.tensor([0.5, 1.0, 2.5], dtype=torch.float64) if with_scale else None
+    factor, projection = factor_capacitance(features, noise, rhs, outputscale)
+    phi = features if outputscale is None else features * outputscale.sqrt()[:, None, None]
+    capacitance = torch.eye(5, dtype=torch.float64) + phi.mT @ (phi / noise.unsqueeze(-1))
+    torch.testing.assert_close(factor.cholesky @ factor.cholesky.mT, capacitance, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(projection, phi.mT @ (rhs / noise.unsqueeze(-1)), rtol=1e-12, atol=1e-12)
+
+
+def test_float32_features_are_factored_in_the_factor_dtype():
+    features, noise, rhs = _rows()
+    factor, projection = factor_capacitance(features.float(), noise.float(), rhs.float())
+    assert factor.cholesky.dtype == projection.dtype == torch.float64
+    with gprf.settings.factor_dtype(torch.float32):
+        factor, projection = factor_capacitance(features.float(), noise.float(), rhs.float())
+    assert factor.cholesky.dtype == projection.dtype == torch.float32
+
+
+@pytest.mark.parametrize(
+    "corrupt, count",
+    [
+        (lambda f, n, r: f.__setitem__((0, 3, 1), float("nan")), 1),  # a feature (an input that overflowed)
+        (lambda f, n, r: r.__setitem__((1, 7, 0), float("inf")), 1),  # a target
+        (lambda f, n, r: n.__setitem__((slice(None), 2), -0.1), 1),  # a non-positive noise variance
+        (lambda f, n, r: (r.__setitem__((0, 4, 1), float("nan")), f.__setitem__((2, 9, 0), float("nan"))), 2),
+    ],
+    ids=["feature", "target", "noise", "two-rows"],
+)
+def test_non_finite_training_rows_are_counted(corrupt, count):
+    features, noise, rhs = _rows(batch=(3,))
+    corrupt(features, noise, rhs)
+    with pytest.raises(NonFiniteTrainingDataError, match=rf"^{count} of 12 training points"):
+        factor_capacitance(features, noise, rhs)
+
+
+def test_nonfinite_rows_marks_rows_across_batch_members():
+    features, noise, rhs = _rows(batch=(2,))
+    features[1, 5, 0] = float("inf")
+    mask = nonfinite_rows(features, noise, rhs)
+    assert mask.shape == (2, 12) and mask.sum() == 1 and bool(mask[1, 5])

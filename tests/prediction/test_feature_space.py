@@ -11,6 +11,7 @@ from linear_operator.operators import DenseLinearOperator, ZeroLinearOperator
 
 from gprf.exceptions import DispatchFallbackWarning
 from gprf.kernels import RandomFourierKernel
+from gprf.exceptions import NonFiniteTrainingDataError
 from gprf.linalg import FeatureRootAddedDiagLinearOperator
 from gprf.linalg import CapacitanceFactor
 from gprf.prediction import FeatureSpacePredictionStrategy
@@ -242,3 +243,11 @@ def test_resampled_features_never_reuse_stale_caches(data64):
     model.eval()
     mean, _ = weight_space_prediction(model, x, y, test_x, model.likelihood.noise.expand(80))
     torch.testing.assert_close(model(test_x).mean, mean, rtol=0, atol=1e-8)
+
+
+def test_non_finite_training_targets_are_refused_at_prediction():
+    x, y = make_data(n=50)
+    y[[2, 9, 30]] = float("nan")
+    model = make_model(x, y).eval()
+    with pytest.raises(NonFiniteTrainingDataError, match="^3 of 50 training points"):
+        model(x[:4])

@@ -1,0 +1,98 @@
+"""FeatureRootLinearOperator: K = s R R^T keeps its hand-off through the operations GPyTorch applies to it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from linear_operator.operators import ConstantDiagLinearOperator, DiagLinearOperator, LowRankRootLinearOperator
+
+from gprf.exceptions import LowRankStructureWarning
+from gprf.linalg import FeatureRootAddedDiagLinearOperator, FeatureRootLinearOperator, feature_root
+
+
+def _operator(batch=(2,), n=6, f=4, with_inputs=True):
+    generator = torch.Generator().manual_seed(0)
+    features = torch.randn(*batch, n, f, generator=generator, dtype=torch.float64)
+    outputscale = 0.5 + torch.rand(*batch, generator=generator, dtype=torch.float64)
+    inputs = torch.randn(*batch, n, 3, generator=generator, dtype=torch.float64) if with_inputs else None
+    return FeatureRootLinearOperator(features, outputscale, inputs, versions=(4,))
+
+
+def _dense(operator):
+    root = feature_root(operator)
+    return root.outputscale[..., None, None] * root.features @ root.features.mT
+
+
+def test_values_and_the_low_rank_root():
+    operator = _operator()
+    expected = _dense(operator)
+    torch.testing.assert_close(operator.to_dense(), expected)
+    torch.testing.assert_close(operator.diagonal(), expected.diagonal(dim1=-2, dim2=-1))
+    rhs = torch.randn(2, 6, 3, dtype=torch.float64)
+    torch.testing.assert_close(operator @ rhs, expected @ rhs)
+    assert isinstance(operator, LowRankRootLinearOperator)  # sampling and root decompositions keep working
+    root = operator.root_decomposition().root.to_dense()
+    torch.testing.assert_close(root @ root.mT, expected)
+
+
+def test_scaling_multiplies_the_amplitude_and_keeps_the_root():
+    operator = _operator()
+    scaled = operator.mul(torch.tensor([2.0, 3.0], dtype=torch.float64).view(2, 1, 1))  # as ScaleKernel does
+    assert isinstance(scaled, FeatureRootLinearOperator)
+    assert scaled.features is operator.features and scaled.inputs is operator.inputs and scaled.versions == (4,)
+    torch.testing.assert_close(scaled.outputscale, operator.outputscale * torch.tensor([2.0, 3.0], dtype=torch.float64))
+    # Exact for any sign (no square root taken): the negated matrix, e.g. in a difference of covariances.
+    torch.testing.assert_close((operator * -1.0).to_dense(), -_dense(operator))
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [
+        lambda op: op.expand(3, 2, 6, 6),
+        lambda op: op.unsqueeze(0),
+        lambda op: op.expand(3, 2, 6, 6).permute(1, 0, 2, 3),
+        lambda op: op[1],
+        lambda op: op[..., 1:4, 1:4],
+    ],
+    ids=["expand", "unsqueeze", "permute", "batch-index", "same-rows"],
+)
+def test_batch_and_row_operations_keep_the_hand_off(transform):
+    operator = _operator()
+    result = transform(operator)
+    assert isinstance(result, FeatureRootLinearOperator)
+    root = feature_root(result)
+    assert root.inputs is not None and root.inputs.shape[:-1] == root.features.shape[:-1] and root.versions == (4,)
+    torch.testing.assert_close(result.to_dense(), transform(_dense(operator)))
+
+
+def test_other_indexing_is_exact_without_the_hand_off():
+    operator = _operator()
+    block = operator[..., :2, 3:]
+    torch.testing.assert_close(block.to_dense(), _dense(operator)[..., :2, 3:])
+    assert not isinstance(block, FeatureRootLinearOperator)
+
+
+def test_linear_operator_rebuilds_keep_every_part():
+    operator = _operator()
+    for rebuilt in (operator.clone(), operator.detach(), operator.to(torch.float32), operator.evaluate_kernel()):
+        assert isinstance(rebuilt, FeatureRootLinearOperator) and rebuilt.versions == (4,)
+        assert rebuilt.inputs is not None and rebuilt.outputscale is not None
+        torch.testing.assert_close(rebuilt.to_dense().double(), _dense(operator), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "noise", [torch.tensor(0.3, dtype=torch.float64), torch.full((2, 1), 0.3, dtype=torch.float64)], ids=["scalar", "per-batch"]
+)
+def test_adding_noise_gives_the_structured_operator(noise):
+    operator = _operator()
+    added = operator.add_diagonal(noise)
+    assert isinstance(added, FeatureRootAddedDiagLinearOperator)
+    assert isinstance(added._diag_tensor, ConstantDiagLinearOperator)  # one variance: no N-vector
+    assert added.feature_root.noise.shape == (2, 1)
+    per_row = operator + DiagLinearOperator(torch.full((2, 6), 0.3, dtype=torch.float64))
+    assert isinstance(per_row, FeatureRootAddedDiagLinearOperator) and per_row.feature_root.noise.shape == (2, 6)
+    with pytest.warns(LowRankStructureWarning, match="dense 6 x 6"):  # N > F: densifying is worth a warning
+        torch.testing.assert_close(added.to_dense(), per_row.to_dense())
+    jittered = added.add_diagonal(torch.tensor(0.1, dtype=torch.float64))
+    assert isinstance(jittered, FeatureRootAddedDiagLinearOperator)
+    torch.testing.assert_close(jittered.feature_root.noise.expand(2, 6), torch.full((2, 6), 0.4, dtype=torch.float64))
