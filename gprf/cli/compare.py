@@ -18,13 +18,14 @@ import argparse
 import math
 import statistics
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 from linear_operator.utils.errors import NanError, NotPSDError
 
-from gprf.cli.approximations import APPROXIMATIONS, ApproximationRequest, methods_for_kernel
-from gprf.cli.data import BUILTIN_DATASETS, DEFAULT_DATASET, Split, load_dataset, split_dataset
+from gprf.cli.approximations import APPROXIMATIONS, Approximation, ApproximationRequest, methods_for_kernel
+from gprf.cli.data import BUILTIN_DATASETS, DEFAULT_DATASET, Dataset, Split, load_dataset, split_dataset
 from gprf.cli.models import (
     EXACT_KERNELS,
     Hyperparameters,
@@ -71,7 +72,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         f"default: {DEFAULT_DATASET})",
     )
     data.add_argument("--target", metavar="COLUMN", help="target column of --data FILE.csv (required with a CSV)")
-    data.add_argument("--test-fraction", type=fraction, metavar="FRAC", default=0.2, help="test share of the rows (default: 0.2)")
+    data.add_argument(
+        "--test-fraction", type=fraction, metavar="FRAC", default=0.2, help="test share of the rows (default: 0.2)"
+    )
     data.add_argument(
         "--max-train", type=positive_int, metavar="N", default=5000,
         help="at most this many training rows (the exact GP is O(N^3); default: 5000)",
@@ -87,7 +90,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--fit-iters", type=positive_int, metavar="N", default=100,
         help="Adam steps, or L-BFGS function evaluations (default: 100)",
     )
-    model.add_argument("--lr", type=positive_float, metavar="RATE", default=0.1, help="Adam learning rate (default: 0.1)")
+    model.add_argument(
+        "--lr", type=positive_float, metavar="RATE", default=0.1, help="Adam learning rate (default: 0.1)"
+    )
     approx = parser.add_argument_group("approximations")
     approx.add_argument(
         "--methods",
@@ -182,6 +187,49 @@ class CompareReport:
         return {**self.meta, "results": [result.to_dict() for result in self.results]}
 
 
+@dataclass(frozen=True)
+class _RunContext:
+    """What every step of one run needs: the parsed and validated options, and where progress lines go."""
+
+    args: argparse.Namespace
+    device: torch.device
+    dtype: torch.dtype
+    methods: list[str]
+    log: Progress
+
+
+@dataclass(frozen=True)
+class _HyperparameterFit:
+    """The exact GP's hyperparameters, fitted by marginal likelihood on a subsample, and how that fit went."""
+
+    hyper: Hyperparameters
+    num_rows: int
+    final_loss: float
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _ExactReference:
+    """The conditioned exact GP that every approximation is measured against.
+
+    Attributes:
+        split: The standardised train/test data every model uses.
+        hyper: The fitted hyperparameters every model reuses.
+        mean, var: The exact noisy predictive marginals of the test rows.
+        kernel_x: The training rows on which the kernel-matrix error is measured.
+        kernel_matrix: The dense exact kernel matrix on ``kernel_x`` (outputscale included, no noise).
+        result: The exact GP's own row of the report.
+    """
+
+    split: Split
+    hyper: Hyperparameters
+    mean: torch.Tensor
+    var: torch.Tensor
+    kernel_x: torch.Tensor
+    kernel_matrix: torch.Tensor
+    result: MethodResult
+
+
 def _condition_and_predict(model: RegressionGP, test_x: torch.Tensor, device: torch.device):
     """Times of conditioning (first prediction at one point builds the caches) and of predicting the test set."""
 
@@ -194,6 +242,7 @@ def _condition_and_predict(model: RegressionGP, test_x: torch.Tensor, device: to
 
 
 def _score(result: MethodResult, mean, var, split: Split, exact_mean, exact_var) -> None:
+    """Appends the test-set metrics of one prediction to ``result.draws`` (KL only when an exact one is given)."""
     draws = result.draws
     if exact_mean is not None:
         draws["kl"].append(gaussian_kl(mean, var, exact_mean, exact_var).item())
@@ -202,8 +251,11 @@ def _score(result: MethodResult, mean, var, split: Split, exact_mean, exact_var)
     draws["mnll"].append(mnll(mean, var, split.test_y).item())
 
 
-def run_compare(args: argparse.Namespace, log: Progress) -> CompareReport:
-    """Run the comparison described by parsed ``args``."""
+def _validate_options(args: argparse.Namespace, log: Progress) -> _RunContext:
+    """Resolves device, dtype and threads and validates ``--methods``, ``--json`` and ``--plot``.
+
+    Returns the run's context; raises :class:`CLIError` on a bad option, before any data is loaded.
+    """
     device = resolve_device(args.device)
     dtype = DTYPES[args.dtype]
     apply_threads(args.threads)
@@ -211,134 +263,235 @@ def run_compare(args: argparse.Namespace, log: Progress) -> CompareReport:
     check_output_path(args.json, "--json")
     check_output_path(args.plot, "--plot")
     if args.plot:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            raise CLIError("argument --plot: needs matplotlib (pip install matplotlib)") from None
+        _require_matplotlib()
+    return _RunContext(args, device, dtype, methods, log)
 
+
+def _require_matplotlib() -> None:
+    """Raises :class:`CLIError` if ``--plot`` cannot work because matplotlib is missing."""
+    # Checked up front so that a missing plotting library does not cost the user a whole ctx.
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise CLIError("argument --plot: needs matplotlib (pip install matplotlib)") from None
+
+
+def _load_and_split(ctx: _RunContext) -> tuple[Dataset, Split]:
+    """Loads ``--data`` and returns it with its seeded, standardised train/test split on the run's device."""
+    args, log = ctx.args, ctx.log
     data = load_dataset(args.data, args.target)
     log(f"loaded {data.name}: {data.num_rows} rows, {data.num_inputs} inputs, target {data.target_name!r}")
     for note in data.notes:
         log(f"note: {note}")
-    split = split_dataset(data, args.test_fraction, args.seed, args.max_train, device, dtype)
-    num_train, num_dims = split.train_x.shape
-    num_test = split.test_x.size(0)
-    log(f"split: {num_train} train / {num_test} test rows (seed {args.seed}), standardised")
+    split = split_dataset(data, args.test_fraction, args.seed, args.max_train, ctx.device, ctx.dtype)
+    log(f"split: {split.train_x.size(0)} train / {split.test_x.size(0)} test rows (seed {args.seed}), standardised")
+    return data, split
 
-    # ---- exact GP: hyperparameters on a subsample, then conditioned on every training row
+
+def _fit_exact_hyperparameters(ctx: _RunContext, split: Split) -> _HyperparameterFit:
+    """Fits the exact GP's hyperparameters on the first ``--subsample`` training rows.
+
+    Returns the fitted values with the number of rows, the final loss (-MLL/N) and the seconds the fit took.
+    """
+    args = ctx.args
+    num_train, num_dims = split.train_x.shape
     num_fit = min(args.subsample, num_train)
-    fit_model = RegressionGP(split.train_x[:num_fit], split.train_y[:num_fit], exact_kernel(args.kernel, num_dims))
-    initialize_hyperparameters(fit_model, lengthscale=math.sqrt(num_dims))
-    log(f"fitting exact GP hyperparameters on {num_fit} rows ({args.fit_iters} {args.optimizer} iterations)")
-    report_every = max(1, args.fit_iters // 4)
+    model = RegressionGP(split.train_x[:num_fit], split.train_y[:num_fit], exact_kernel(args.kernel, num_dims))
+    initialize_hyperparameters(model, lengthscale=math.sqrt(num_dims))
+    ctx.log(f"fitting exact GP hyperparameters on {num_fit} rows ({args.fit_iters} {args.optimizer} iterations)")
+    final_loss, seconds = _optimize_hyperparameters(ctx, model)
+    hyper = get_hyperparameters(model)
+    _check_fit_is_finite(hyper, final_loss)
+    ctx.log(f"  done in {seconds:.2f} s, -MLL/N = {final_loss:.4f}: {hyper.describe()}")
+    return _HyperparameterFit(hyper, num_fit, final_loss, seconds)
+
+
+def _fit_progress(ctx: _RunContext) -> Callable[[int, float], None]:
+    """The optimiser's per-step callback: logs the loss at every quarter of ``--fit-iters`` and at the last step."""
+    num_iters = ctx.args.fit_iters
+    report_every = max(1, num_iters // 4)
 
     def on_step(step: int, loss: float) -> None:
-        if (step + 1) % report_every == 0 or step + 1 == args.fit_iters:
-            log(f"  step {step + 1}/{args.fit_iters}: -MLL/N = {loss:.4f}")
+        if (step + 1) % report_every == 0 or step + 1 == num_iters:
+            ctx.log(f"  step {step + 1}/{num_iters}: -MLL/N = {loss:.4f}")
 
+    return on_step
+
+
+def _optimize_hyperparameters(ctx: _RunContext, model: RegressionGP) -> tuple[float, float]:
+    """Runs the ``--optimizer`` fit of ``model`` in place; returns the final loss (-MLL/N) and its seconds."""
+    args = ctx.args
+    on_step = _fit_progress(ctx)
     try:
-        final_loss, fit_hyper_s = timed(
-            lambda: fit_hyperparameters(fit_model, args.fit_iters, args.lr, args.optimizer, on_step), device
-        )
+        return timed(lambda: fit_hyperparameters(model, args.fit_iters, args.lr, args.optimizer, on_step), ctx.device)
     except (NotPSDError, NanError) as err:
+        # A failed Cholesky deep inside GPyTorch is meaningless to a CLI user; name the options that usually help.
         raise CLIError(
             f"the hyperparameter fit failed ({type(err).__name__}); try --dtype float64, --optimizer adam or a "
             "smaller --lr"
         ) from None
-    hyper: Hyperparameters = get_hyperparameters(fit_model)
+
+
+def _check_fit_is_finite(hyper: Hyperparameters, final_loss: float) -> None:
+    """Raises :class:`CLIError` if the fit diverged to non-finite hyperparameters or loss."""
     values = [hyper.outputscale, hyper.noise, hyper.mean_constant]
     if hyper.lengthscale is not None:
         values.append(hyper.lengthscale)
     if not all(bool(torch.isfinite(t).all()) for t in values) or not math.isfinite(final_loss):
         raise CLIError("the hyperparameter fit diverged (non-finite values); try --optimizer adam or a smaller --lr")
-    log(f"  done in {fit_hyper_s:.2f} s, -MLL/N = {final_loss:.4f}: {hyper.describe()}")
 
-    kernel_x = split.train_x[: min(args.kernel_points, num_train)]
-    exact = MethodResult("exact")
+
+def _condition_exact_reference(ctx: _RunContext, split: Split, hyper: Hyperparameters) -> _ExactReference:
+    """Conditions the exact GP on every training row with ``hyper`` and predicts the test set.
+
+    Returns the reference: its predictive marginals, its kernel matrix on the first ``--kernel-points``
+    training rows and its scored report row (fit and predict times included).
+    """
+    num_train, num_dims = split.train_x.shape
+    kernel_x = split.train_x[: min(ctx.args.kernel_points, num_train)]
     try:
-        exact_model = RegressionGP(split.train_x, split.train_y, exact_kernel(args.kernel, num_dims))
-        set_hyperparameters(exact_model, hyper)
-        log(f"conditioning the exact GP on {num_train} rows and predicting {num_test} test points")
-        exact_mean, exact_var, fit_s, predict_s = _condition_and_predict(exact_model, split.test_x, device)
+        model = RegressionGP(split.train_x, split.train_y, exact_kernel(ctx.args.kernel, num_dims))
+        set_hyperparameters(model, hyper)
+        ctx.log(f"conditioning the exact GP on {num_train} rows and predicting {split.test_x.size(0)} test points")
+        mean, var, fit_s, predict_s = _condition_and_predict(model, split.test_x, ctx.device)
         with torch.no_grad():
-            exact_kernel_matrix = exact_model.covar_module(kernel_x).to_dense()
+            kernel_matrix = model.covar_module(kernel_x).to_dense()
     except torch.cuda.OutOfMemoryError:
         raise CLIError(f"the exact GP on {num_train} rows does not fit in GPU memory; lower --max-train") from None
-    _score(exact, exact_mean, exact_var, split, None, None)
-    exact.draws["fit_s"].append(fit_s)
-    exact.draws["predict_s"].append(predict_s)
+    result = MethodResult("exact")
+    _score(result, mean, var, split, None, None)
+    result.draws["fit_s"].append(fit_s)
+    result.draws["predict_s"].append(predict_s)
+    return _ExactReference(split, hyper, mean, var, kernel_x, kernel_matrix, result)
 
-    # ---- approximations
-    feature_seeds = torch.randint(2**31 - 1, (args.repeats,), generator=torch.Generator().manual_seed(args.seed))
+
+def _feature_seeds(args: argparse.Namespace) -> list[int]:
+    """One feature seed per ``--repeats`` draw, derived from ``--seed``; every method reuses the same seeds."""
+    generator = torch.Generator().manual_seed(args.seed)
+    return torch.randint(2**31 - 1, (args.repeats,), generator=generator).tolist()
+
+
+def _evaluate_approximations(ctx: _RunContext, reference: _ExactReference) -> list[MethodResult]:
+    """Evaluates every ``--methods`` entry over the feature draws; returns their results in that order."""
+    feature_seeds = _feature_seeds(ctx.args)
     results = []
-    for index, name in enumerate(methods, start=1):
-        approximation = APPROXIMATIONS[name]
+    for index, name in enumerate(ctx.methods, start=1):
         result = MethodResult(name)
-        for repeat, feature_seed in enumerate(feature_seeds.tolist()):
-            request = ApproximationRequest(
-                num_features=args.features,
-                num_dims=num_dims,
-                kernel=args.kernel,
-                seed=feature_seed,
-                train_x=split.train_x,
-                lengthscale=hyper.lengthscale,
-            )
-
-            def build() -> RegressionGP:
-                model = RegressionGP(split.train_x, split.train_y, approximation.build(request))
-                set_hyperparameters(model, hyper)
-                return model
-
-            model, build_s = timed(build, device)
-            mean, var, condition_s, predict_s = _condition_and_predict(model, split.test_x, device)
-            with torch.no_grad():
-                error = relative_frobenius_error(model.covar_module(kernel_x), exact_kernel_matrix)
-            result.draws["frobenius"].append(error.item())
-            _score(result, mean, var, split, exact_mean, exact_var)
-            result.draws["fit_s"].append(build_s + condition_s)
-            result.draws["predict_s"].append(predict_s)
-            result.num_features = model.covar_module.base_kernel.num_features
-            log(
-                f"{name} ({index}/{len(methods)}) draw {repeat + 1}/{args.repeats}: "
+        for repeat, feature_seed in enumerate(feature_seeds, start=1):
+            _evaluate_draw(ctx, reference, result, feature_seed)
+            ctx.log(
+                f"{name} ({index}/{len(ctx.methods)}) draw {repeat}/{ctx.args.repeats}: "
                 f"rel.Frob {result.draws['frobenius'][-1]:.4g}, KL {result.draws['kl'][-1]:.4g}"
             )
         results.append(result)
+    return results
 
-    meta = {
+
+def _evaluate_draw(ctx: _RunContext, reference: _ExactReference, result: MethodResult, feature_seed: int) -> None:
+    """Builds method ``result.name`` with one feature draw, conditions it and scores it against ``reference``.
+
+    Appends the draw's metrics and times to ``result.draws`` and records its number of features.
+    """
+    approximation = APPROXIMATIONS[result.name]
+    request = _approximation_request(ctx.args, reference, feature_seed)
+    model, build_s = timed(lambda: _approximate_model(approximation, request, reference), ctx.device)
+    mean, var, condition_s, predict_s = _condition_and_predict(model, reference.split.test_x, ctx.device)
+    with torch.no_grad():
+        error = relative_frobenius_error(model.covar_module(reference.kernel_x), reference.kernel_matrix)
+    result.draws["frobenius"].append(error.item())
+    _score(result, mean, var, reference.split, reference.mean, reference.var)
+    result.draws["fit_s"].append(build_s + condition_s)
+    result.draws["predict_s"].append(predict_s)
+    result.num_features = model.covar_module.base_kernel.num_features
+
+
+def _approximation_request(
+    args: argparse.Namespace, reference: _ExactReference, feature_seed: int
+) -> ApproximationRequest:
+    """What an approximation's factory needs for one draw: sizes, kernel, seed, training rows and lengthscale."""
+    return ApproximationRequest(
+        num_features=args.features,
+        num_dims=reference.split.train_x.size(1),
+        kernel=args.kernel,
+        seed=feature_seed,
+        train_x=reference.split.train_x,
+        lengthscale=reference.hyper.lengthscale,
+    )
+
+
+def _approximate_model(
+    approximation: Approximation, request: ApproximationRequest, reference: _ExactReference
+) -> RegressionGP:
+    """The random-feature GP on the training rows, with the exact GP's hyperparameters copied in."""
+    split = reference.split
+    model = RegressionGP(split.train_x, split.train_y, approximation.build(request))
+    set_hyperparameters(model, reference.hyper)
+    return model
+
+
+def _report_meta(ctx: _RunContext, data: Dataset, fit: _HyperparameterFit, reference: _ExactReference) -> dict:
+    """The JSON-ready run metadata of the report: dataset, configuration and fitted hyperparameters."""
+    return {
         "command": "compare",
-        "dataset": {
-            "name": data.name,
-            "rows": data.num_rows,
-            "inputs": list(data.input_names),
-            "target": data.target_name,
-            "notes": list(data.notes),
-            "num_train": num_train,
-            "num_test": num_test,
-            "target_std": split.y_std,
-        },
-        "config": {
-            "kernel": args.kernel,
-            "features": args.features,
-            "methods": methods,
-            "repeats": args.repeats,
-            "seed": args.seed,
-            "device": str(device),
-            "dtype": args.dtype,
-            "kernel_points": kernel_x.size(0),
-        },
-        "hyperparameters": {
-            "fit_rows": num_fit,
-            "optimizer": args.optimizer,
-            "iterations": args.fit_iters,
-            "fit_seconds": fit_hyper_s,
-            "final_loss": final_loss,
-            "mean_constant": hyper.mean_constant.item(),
-            "outputscale": hyper.outputscale.item(),
-            "lengthscale": hyper.lengthscale.flatten().tolist() if hyper.lengthscale is not None else None,
-            "noise": hyper.noise.flatten()[0].item(),
-        },
+        "dataset": _dataset_meta(data, reference.split),
+        "config": _config_meta(ctx, num_kernel_points=reference.kernel_x.size(0)),
+        "hyperparameters": _hyperparameters_meta(ctx.args, fit),
     }
-    return CompareReport(meta, [exact, *results])
+
+
+def _dataset_meta(data: Dataset, split: Split) -> dict:
+    """The dataset's name, size, columns and notes, with the sizes of the split and the target's scale."""
+    return {
+        "name": data.name,
+        "rows": data.num_rows,
+        "inputs": list(data.input_names),
+        "target": data.target_name,
+        "notes": list(data.notes),
+        "num_train": split.train_x.size(0),
+        "num_test": split.test_x.size(0),
+        "target_std": split.y_std,
+    }
+
+
+def _config_meta(ctx: _RunContext, num_kernel_points: int) -> dict:
+    """The options that shaped the comparison (kernel, features, methods, draws, seed, device, dtype)."""
+    args = ctx.args
+    return {
+        "kernel": args.kernel,
+        "features": args.features,
+        "methods": ctx.methods,
+        "repeats": args.repeats,
+        "seed": args.seed,
+        "device": str(ctx.device),
+        "dtype": args.dtype,
+        "kernel_points": num_kernel_points,
+    }
+
+
+def _hyperparameters_meta(args: argparse.Namespace, fit: _HyperparameterFit) -> dict:
+    """How the exact GP's hyperparameters were fitted and their values, as plain numbers."""
+    hyper = fit.hyper
+    return {
+        "fit_rows": fit.num_rows,
+        "optimizer": args.optimizer,
+        "iterations": args.fit_iters,
+        "fit_seconds": fit.seconds,
+        "final_loss": fit.final_loss,
+        "mean_constant": hyper.mean_constant.item(),
+        "outputscale": hyper.outputscale.item(),
+        "lengthscale": hyper.lengthscale.flatten().tolist() if hyper.lengthscale is not None else None,
+        "noise": hyper.noise.flatten()[0].item(),
+    }
+
+
+def run_compare(args: argparse.Namespace, log: Progress) -> CompareReport:
+    """Run the comparison described by parsed ``args``; returns its report, the exact GP's row first."""
+    ctx = _validate_options(args, log)
+    data, split = _load_and_split(ctx)
+    fit = _fit_exact_hyperparameters(ctx, split)
+    reference = _condition_exact_reference(ctx, split, fit.hyper)
+    results = _evaluate_approximations(ctx, reference)
+    return CompareReport(_report_meta(ctx, data, fit, reference), [reference.result, *results])
 
 
 def render_report(report: CompareReport) -> str:
