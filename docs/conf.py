@@ -25,6 +25,7 @@ release = gprf.__version__
 # -- General -------------------------------------------------------------------------------------------
 extensions = [
     "sphinx.ext.autodoc",
+    "sphinx.ext.intersphinx",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
@@ -32,6 +33,16 @@ extensions = [
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
 root_doc = "index"
 nitpicky = False
+
+# -- Intersphinx ---------------------------------------------------------------------------------------
+# Links to the documentation of Python, PyTorch, GPyTorch, linear_operator and BoTorch. The build never goes
+# online: each project's only inventory is the small file committed in docs/_intersphinx/, written by
+# docs/_intersphinx/make_inventories.py, whose TABLE holds the base URLs used here and records where every
+# URL pattern comes from (add an entry there and rerun it when the docs reference a new object).
+sys.path.insert(0, os.path.abspath("_intersphinx"))
+from make_inventories import TABLE  # noqa: E402
+
+intersphinx_mapping = {project: (url, (f"_intersphinx/{project}.inv",)) for project, (url, _pages) in TABLE.items()}
 
 # -- Autodoc / napoleon --------------------------------------------------------------------------------
 autodoc_typehints = "description"

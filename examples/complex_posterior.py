@@ -7,10 +7,11 @@ GP at the *same* hyperparameters:
 * ``complex F, real_kernel``: a complex sketch with F complex features and ``posterior="real_kernel"``, the GP with
   the real-part kernel Re(Φ Φᴴ) through its real root [Re Φ, Im Φ] (2F columns);
 * ``complex F, complex``: the same complex sketch (the same draws) with ``posterior="complex"``, the real part of
-  the complex-feature GP posterior (paper 000, App. D.2–D.3; an F x F complex Hermitian capacitance).
+  the complex-feature GP posterior (Wacker, Kanagawa & Filippone 2024, App. D.2–D.3; an F x F complex Hermitian
+  capacitance).
 
 All three store 2F real numbers per input. Data (bundled with scikit-learn, no download), non-negative inputs,
-where complex sketches have the smaller variance (paper 000, §3.3):
+where complex sketches have the smaller variance (Wacker et al. 2024, §3.3):
 
 * ``digits``: the 8 x 8 pixel intensities divided by 16, each row scaled to unit Euclidean norm (so xᵀy is in
   [0, 1]); the target is the digit's label 0..9 read as a number. A nearly noise-free regression: the maximum
@@ -44,6 +45,9 @@ Usage::
     python examples/complex_posterior.py --output results/                 # digits, about 2 min on 2 CPU cores
     python examples/complex_posterior.py --output results/ --quick         # about 10 s (smoke test)
     python examples/complex_posterior.py --output results/ --datasets digits diabetes --sketches srht rademacher gaussian
+
+Reference: J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of
+Machine Learning Research, 2024 (arXiv:2201.08712).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Compositional random features on digits (8x8 images): approximation error, de-duplication, cost, GP.
 
-Following paper 004 (Daniely et al. 2017, §6) on scikit-learn's bundled digits (pixels / 16):
+Following Daniely, Frostig, Gupta & Singer (2017, §6) on scikit-learn's bundled digits (pixels / 16):
 
 1. Relative Frobenius error ||K_hat - K||_F / ||K||_F of :class:`gprf.features.CompositionalFeatures` versus
    the number of features F, for a shallow skeleton (one fully connected exponential node on the whole image,
@@ -20,6 +20,9 @@ Usage::
     python examples/compositional_features.py            # about 1 min on 1 CPU thread
     python examples/compositional_features.py --quick    # smoke run
     python examples/compositional_features.py --plot docs/_static/compositional_features.png
+
+Reference: A. Daniely, R. Frostig, V. Gupta, Y. Singer. *Random Features for Compositional Kernels.*
+arXiv:1703.07872, 2017.
 """
 
 from __future__ import annotations

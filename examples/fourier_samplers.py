@@ -1,8 +1,7 @@
 """Random Fourier feature samplers compared on real data: relative Frobenius error vs number of features.
 
-Reproduces the classic comparison of Yu et al., "Orthogonal Random Features" (NeurIPS 2016), Fig. 2,
-and Yang et al., "Quasi-Monte Carlo Feature Maps" (ICML 2014), on two datasets bundled with
-scikit-learn (no download):
+Reproduces the classic comparison of Yu et al. (2016, Fig. 2) and Yang et al. (2014) on two datasets bundled
+with scikit-learn (no download):
 
 * digits (1797 x 64; the first ``--points`` rows) and diabetes (442 x 10);
 * inputs divided by the median pairwise distance (the lengthscale heuristic), so typical distances are ~1;
@@ -18,6 +17,12 @@ Usage::
 
     python examples/fourier_samplers.py --output results/            # < 1 min on 2 CPU cores
     python examples/fourier_samplers.py --output results/ --quick    # a few seconds (smoke test)
+
+References:
+    * F. X. Yu, A. T. Suresh, K. Choromanski, D. Holtmann-Rice, S. Kumar. *Orthogonal Random Features.* Advances in
+      Neural Information Processing Systems (NeurIPS), 2016.
+    * J. Yang, V. Sindhwani, H. Avron, M. W. Mahoney. *Quasi-Monte Carlo Feature Maps for Shift-Invariant Kernels.*
+      International Conference on Machine Learning (ICML), 2014.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Optimized Maclaurin features vs random Fourier features in GP regression with the Gaussian kernel.
 
-Follows the GP-regression protocol of paper 000 (§6.1.3, §6.4.2) on two datasets bundled with
-scikit-learn (no download):
+Follows the GP-regression protocol of Wacker, Kanagawa & Filippone (2024, §6.1.3, §6.4.2) on two datasets
+bundled with scikit-learn (no download):
 
 * **diabetes** (442 x 10, target: disease progression);
 * **digits** (the first ``--digits-rows`` of 1797 x 64 images, target: the digit value 0-9 read as a
@@ -47,6 +47,12 @@ Usage::
 
     python examples/maclaurin_regression.py --output results/            # ~2 min on 2 CPU cores
     python examples/maclaurin_regression.py --output results/ --quick    # < 30 s (smoke test)
+
+References:
+    * J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of Machine
+      Learning Research, 2024 (arXiv:2201.08712).
+    * P. Kar, H. Karnick. *Random Feature Maps for Dot Product Kernels.* International Conference on Artificial
+      Intelligence and Statistics (AISTATS), 2012.
 """
 
 from __future__ import annotations
@@ -247,7 +253,7 @@ def run_dataset(split: Split, methods, seeds: int, seed: int, fit_iters: int, lo
                 cell.values["kl"].append(gaussian_kl(mean, var, exact_mean, exact_var).item())
                 cell.values["nmse"].append(nmse(mean, split.test_y).item())
                 cell.values["mnll"].append(mnll(mean, var, split.test_y).item())
-                cell.real_columns = model.covar_module.base_kernel.num_features
+                cell.real_columns = model.covar_module.base_kernel.root_dim
             cell.seconds = time.perf_counter() - tic
             summary["cells"][method.name, num_features] = cell
         log(f"  {method.name}: done")

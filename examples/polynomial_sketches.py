@@ -1,7 +1,7 @@
 """Polynomial sketches compared on real data: relative Frobenius error vs polynomial degree.
 
-Reproduces the kernel-approximation comparison of paper 000 (Wacker, Kanagawa and Filippone, "Improved
-random features for dot product kernels", §6.2 and Fig. 6) with the sketches of
+Reproduces the kernel-approximation comparison of Wacker, Kanagawa & Filippone (2024, §6.2 and Fig. 6) with the
+sketches of
 :class:`gprf.features.PolynomialSketch`, on a dataset bundled with scikit-learn (no download):
 
 * digits (1797 x 64, pixel values 0..16; the first ``--points`` rows, default 1000) in the paper's two
@@ -27,6 +27,9 @@ Usage::
 
     python examples/polynomial_sketches.py --output results/            # about 2.5 min on 2 idle CPU cores
     python examples/polynomial_sketches.py --output results/ --quick    # a few seconds (smoke test)
+
+Reference: J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of
+Machine Learning Research, 2024 (arXiv:2201.08712).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Kernel approximation error of quadrature-based features SR(3,3) against Monte-Carlo features.
 
-Reproduces the protocol of paper 003 (Munkhoeva et al. 2018, Fig. 1) on scikit-learn's bundled data:
-random 550-point subsets, relative Frobenius error ||K_hat - K||_F / ||K||_F versus the number ``n`` of
+Reproduces the protocol of Munkhoeva, Kapushev, Burnaev & Oseledets (2018, Fig. 1) on scikit-learn's bundled
+data: random 550-point subsets, relative Frobenius error ||K_hat - K||_F / ||K||_F versus the number ``n`` of
 SR(3,3) rules, every method given the same number of features D = 2 n (d + 1) ("one rule per feature
 block"), for
 
@@ -19,6 +19,9 @@ Usage::
     python examples/quadrature_features.py            # < 2 min on 1 CPU thread
     python examples/quadrature_features.py --quick    # smoke run
     python examples/quadrature_features.py --plot docs/_static/quadrature_features.png
+
+Reference: M. Munkhoeva, Y. Kapushev, E. Burnaev, I. Oseledets. *Quadrature-based Features for Kernel
+Approximation.* Advances in Neural Information Processing Systems (NeurIPS), 2018.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Signed random features for indefinite kernels: paper 001's Table II and kernel ridge regression.
+"""Signed random features for indefinite kernels: Table II of Luo et al. (2021) and kernel ridge regression.
 
 Part 1 (Table II): relative Frobenius error of GRFF (iid) and GORF (orthogonal) on 1000 unit-normalised
 scikit-learn digits (d = 64), s in {d/2, d, 2d, 8d} frequencies per part, mean and std over 10 draws, for
@@ -16,6 +16,9 @@ delta-Gaussian, 10 for the spherical kernel: a smaller ridge lets K_hat + sigma^
 
 Run ``python examples/signed_features.py [--plot]`` (about a minute on one CPU thread); ``--plot`` writes
 docs/_static/signed_features.png.
+
+Reference: Q. Luo, K. Fang, J. Yang, X. Huang. *Towards Unbiased Random Features with Lower Variance for Stationary
+Indefinite Kernels.* International Joint Conference on Neural Networks (IJCNN), 2021.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Accuracy metrics for kernel approximations and probabilistic predictions (paper 000, §6.1.3)."""
+"""Accuracy metrics for kernel approximations and probabilistic predictions (Wacker et al. 2024, §6.1.3).
+
+Reference: J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of
+Machine Learning Research, 2024 (arXiv:2201.08712).
+"""
 
 from __future__ import annotations
 
@@ -73,6 +77,9 @@ def expected_calibration_error(probs: Tensor, target: Tensor, num_bins: int = 15
     r"""Top-label expected calibration error with ``num_bins`` equal-width confidence bins.
 
     :math:`\mathrm{ECE} = \sum_b \frac{|B_b|}{n}\,|\mathrm{acc}(B_b) - \mathrm{conf}(B_b)|` (Guo et al. 2017).
+
+    Reference: C. Guo, G. Pleiss, Y. Sun, K. Q. Weinberger. *On Calibration of Modern Neural Networks.*
+    International Conference on Machine Learning (ICML), 2017.
     """
     if probs.dim() != 2 or target.shape != probs.shape[:1]:
         raise ValueError(f"probs must be (n, C) and target (n,), got {tuple(probs.shape)} and {tuple(target.shape)}.")

@@ -15,9 +15,14 @@ push-through identity gives the same update in weight space,
     v = (I + \Phi^\top\Sigma^{-1}\Phi)^{-1}\Phi^\top\Sigma^{-1}(y - f(X) - \varepsilon),
 
 at :math:`O(NF^2 + F^3 + SNF)` with the :math:`F\times F` capacitance from :func:`gprf.linalg.factor_capacitance`
-(as in :class:`~gprf.prediction.FeatureSpacePredictionStrategy`). J. T. Wilson, V. Borovitskiy, A. Terenin,
-P. Mostowsky, M. P. Deisenroth: *Efficiently sampling functions from Gaussian process posteriors*, ICML 2020,
-and *Pathwise conditioning of Gaussian processes*, JMLR 2021.
+(as in :class:`~gprf.prediction.FeatureSpacePredictionStrategy`). Pathwise conditioning by Matheron's rule is
+that of Wilson et al. (2020, 2021).
+
+References:
+    * J. T. Wilson, V. Borovitskiy, A. Terenin, P. Mostowsky, M. P. Deisenroth. *Efficiently Sampling Functions from
+      Gaussian Process Posteriors.* International Conference on Machine Learning (ICML), 2020.
+    * J. T. Wilson, V. Borovitskiy, A. Terenin, P. Mostowsky, M. P. Deisenroth. *Pathwise Conditioning of Gaussian
+      Processes.* Journal of Machine Learning Research 22, 2021.
 """
 
 from __future__ import annotations

@@ -153,13 +153,23 @@ def _maclaurin(sketch: str, is_complex: bool) -> Callable[[ApproximationRequest]
 
 
 for _name, _sketch, _complex, _summary in (
-    ("maclaurin-rad", "rademacher", False, "optimized Maclaurin features, Rademacher sketches (paper 000, Alg. 2-3)"),
-    ("maclaurin-srht", "srht", False, "optimized Maclaurin features, TensorSRHT sketches (paper 000, Alg. 2-3)"),
+    (
+        "maclaurin-rad",
+        "rademacher",
+        False,
+        "optimized Maclaurin features, Rademacher sketches (Wacker et al. 2024, Alg. 2-3)",
+    ),
+    (
+        "maclaurin-srht",
+        "srht",
+        False,
+        "optimized Maclaurin features, TensorSRHT sketches (Wacker et al. 2024, Alg. 2-3)",
+    ),
     (
         "maclaurin-srht-complex",
         "srht",
         True,
-        "optimized Maclaurin features, complex TensorSRHT; F complex features = 2F real columns (paper 000)",
+        "optimized Maclaurin features, complex TensorSRHT; F complex features = 2F real columns (Wacker et al. 2024)",
     ),
 ):
     register(

@@ -10,6 +10,8 @@ import torch
 from gpytorch.kernels import Kernel, MaternKernel, RBFKernel, ScaleKernel
 from torch import Tensor
 
+from gprf.distributions import MultivariateNormal
+
 #: ``--kernel`` choices and the exact GPyTorch kernel each names.
 EXACT_KERNELS = ("rbf", "matern12", "matern32", "matern52")
 _MATERN_NU = {"matern12": 0.5, "matern32": 1.5, "matern52": 2.5}
@@ -28,7 +30,11 @@ def exact_kernel(name: str, num_dims: int) -> Kernel:
 
 
 class RegressionGP(gpytorch.models.ExactGP):
-    """``ConstantMean`` + ``ScaleKernel(base_kernel)`` + ``GaussianLikelihood``."""
+    """``ConstantMean`` + ``ScaleKernel(base_kernel)`` + ``GaussianLikelihood``.
+
+    ``forward`` returns :class:`gprf.distributions.MultivariateNormal`, which is GPyTorch's class for every kernel
+    but keeps gprf kernels' exact structured marginal likelihood in processes that imported BoTorch.
+    """
 
     def __init__(self, train_x: Tensor, train_y: Tensor, base_kernel: Kernel) -> None:
         likelihood = gpytorch.likelihoods.GaussianLikelihood()
@@ -37,8 +43,8 @@ class RegressionGP(gpytorch.models.ExactGP):
         self.covar_module = ScaleKernel(base_kernel)
         self.to(device=train_x.device, dtype=train_x.dtype)
 
-    def forward(self, x: Tensor) -> gpytorch.distributions.MultivariateNormal:
-        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+    def forward(self, x: Tensor) -> MultivariateNormal:
+        return MultivariateNormal(self.mean_module(x), self.covar_module(x))
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
-r"""Compositional random features from computation skeletons (Daniely et al. 2017, paper 004; DESIGN.md §3.7).
+r"""Compositional random features from computation skeletons (Daniely, Frostig, Gupta & Singer 2017).
 
-One random feature of a :class:`~gprf.features.Skeleton` is drawn by Algorithm 1 of paper 004: starting at the
-output node, every internal node :math:`v` draws a degree :math:`n\sim b^{(v)}` (the coefficients of its dual
-activation) and :math:`n` of its inputs uniformly with replacement, and recurses into them; every visited input
-node contributes a base random feature, and the feature is their product,
+One random feature of a :class:`~gprf.features.Skeleton` is drawn by Algorithm 1 of Daniely et al. (2017):
+starting at the output node, every internal node :math:`v` draws a degree :math:`n\sim b^{(v)}` (the coefficients
+of its dual activation) and :math:`n` of its inputs uniformly with replacement, and recurses into them; every
+visited input node contributes a base random feature, and the feature is their product,
 
 .. math::
     \psi(x) = \prod_{\text{leaves } \ell} \psi_{u_\ell}(x), \qquad E[\psi(x)\psi(y)] = k_{\text{skeleton}}(x, y)
@@ -12,7 +12,7 @@ node contributes a base random feature, and the feature is their product,
 features realises a product of kernels, a uniform input realises the mean). Base features:
 
 * ``"linear"`` input nodes (normalised :math:`\tilde x = [x_S, 1]`): coordinate sampling
-  :math:`\psi(x) = \sqrt{|S| + 1}\,\tilde x_j/\lVert\tilde x\rVert`, :math:`j` uniform (paper 004, Example 5):
+  :math:`\psi(x) = \sqrt{|S| + 1}\,\tilde x_j/\lVert\tilde x\rVert`, :math:`j` uniform (Daniely et al. 2017, Example 5):
   :math:`O(1)` per feature whatever the receptive field, and discrete, so that features repeat;
 * ``"gaussian"`` input nodes: :math:`\psi(x) = \sqrt2\cos(w^\top x_S + c)`, :math:`w\sim N(0, I)`,
   :math:`c\sim U[0, 2\pi)` (the real form of :math:`e^{iw^\top x}` with a random phase).
@@ -22,6 +22,9 @@ A feature is a *monomial* in these base features. Features are stored as flat in
 multiplies into; the forward pass gathers the inputs, evaluates all atoms and multiplies them per column with a
 scatter product — its cost per feature is the number of atoms, whose mean is the skeleton's
 :attr:`~gprf.features.Skeleton.complexity` (1 for ReLU and exponential skeletons, whatever the input dimension).
+
+Reference: A. Daniely, R. Frostig, V. Gupta, Y. Singer. *Random Features for Compositional Kernels.*
+arXiv:1703.07872, 2017.
 """
 
 from __future__ import annotations
@@ -54,13 +57,13 @@ class _Draws:
 
 
 class CompositionalFeatures(FeatureMap):
-    r"""Random features of the compositional kernel of a computation skeleton (paper 004, Algorithm 1).
+    r"""Random features of the compositional kernel of a computation skeleton (Daniely et al. 2017, Alg. 1).
 
     With ``deduplicate=False`` the map holds ``num_features`` independent features :math:`\psi_t/\sqrt F`, an
     exactly unbiased estimate of the skeleton kernel with variance :math:`(M - k^2)/F` (:meth:`variance`, with
     :math:`M` from :meth:`Skeleton.second_moment`).
 
-    With ``deduplicate=True`` (paper 004 §6) features are drawn as long as they add at most ``num_features``
+    With ``deduplicate=True`` (Daniely et al. 2017, §6) features are drawn as long as they add at most ``num_features``
     *distinct* monomials: drawing stops just *before* the draw that would bring an (F+1)-th one, and a monomial
     drawn :math:`c` times out of the :math:`T` kept draws becomes one column with weight :math:`\sqrt{c/T}`. This
     is exactly the kernel estimate of all :math:`T` draws with ``num_features`` columns — more draws for the same
@@ -71,6 +74,9 @@ class CompositionalFeatures(FeatureMap):
     example its bias exceeds the variance it removes — while the prefix before the (F+1)-th distinct monomial
     passes the same Monte-Carlo unbiasedness test as the plain map (``tests/features/test_compositional.py``).
     There is no closed-form variance for it (:math:`T` is random).
+
+    Reference: A. Daniely, R. Frostig, V. Gupta, Y. Singer. *Random Features for Compositional Kernels.*
+    arXiv:1703.07872, 2017.
 
     Args:
         skeleton: The :class:`~gprf.features.Skeleton`; its ``input_dim`` is the map's input dimension.

@@ -1,4 +1,4 @@
-r"""Dual activations of normalised activations and their power-series coefficients (paper 004, DESIGN.md §3.7).
+r"""Dual activations of normalised activations and their power-series coefficients (Daniely et al. 2016, 2017).
 
 For an activation :math:`\sigma` normalised so that :math:`E_{z\sim N(0,1)}\sigma(z)^2 = 1`, the dual
 activation :math:`\hat\sigma(\rho) = E[\sigma(u)\sigma(v)]` (:math:`u, v` standard normals with correlation
@@ -8,8 +8,8 @@ activation :math:`\hat\sigma(\rho) = E[\sigma(u)\sigma(v)]` (:math:`u, v` standa
     \hat\sigma(\rho) = \sum_{n\ge0} b_n\rho^n, \qquad b_n \ge 0, \qquad \sum_n b_n = \hat\sigma(1) = 1
 
 (Daniely, Frostig & Singer 2016). Non-negative coefficients summing to one make :math:`b` a probability law on the
-degree :math:`n`, which is what the compositional random features sample (Algorithm 1 of paper 004), and keep a
-normalised kernel normalised. Provided here:
+degree :math:`n`, which is what the compositional random features sample (Algorithm 1 of Daniely, Frostig, Gupta
+& Singer 2017), and keep a normalised kernel normalised. Provided here:
 
 * ReLU :math:`\sqrt2\max(0, x)`: :math:`\hat\sigma(\rho) = (\sqrt{1-\rho^2} + \rho(\pi/2 + \arcsin\rho))/\pi`,
   :math:`b_0 = 1/\pi`, :math:`b_1 = 1/2`, :math:`b_{2k} = \frac{\binom{2k-2}{k-1}4^{1-k}}{2k(2k-1)\pi}`
@@ -20,6 +20,13 @@ normalised kernel normalised. Provided here:
   (a Poisson law; on unit vectors :math:`e^{s^2(x^\top y - 1)} = e^{-s^2\lVert x-y\rVert^2/2}`);
 * identity: :math:`\hat\sigma(\rho) = \rho`;
 * user-given coefficients (a polynomial dual activation).
+
+References:
+    * A. Daniely, R. Frostig, Y. Singer. *Toward Deeper Understanding of Neural Networks: The Power of
+      Initialization and a Dual View on Expressivity.* Advances in Neural Information Processing Systems (NeurIPS),
+      2016.
+    * A. Daniely, R. Frostig, V. Gupta, Y. Singer. *Random Features for Compositional Kernels.* arXiv:1703.07872,
+      2017.
 """
 
 from __future__ import annotations

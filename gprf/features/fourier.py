@@ -1,8 +1,15 @@
 r"""Random Fourier features for stationary positive-definite kernels.
 
 Rahimi & Recht (2007); orthogonal random features (ORF) and structured orthogonal random features
-(SORF) from Yu et al., "Orthogonal Random Features" (NeurIPS 2016); quasi-Monte-Carlo features from
-Yang et al. (ICML 2014). DESIGN.md §3.1.
+(SORF) from Yu et al. (2016); quasi-Monte-Carlo features from Yang et al. (2014).
+
+References:
+    * A. Rahimi, B. Recht. *Random Features for Large-Scale Kernel Machines.* Advances in Neural Information
+      Processing Systems (NeurIPS), 2007.
+    * F. X. Yu, A. T. Suresh, K. Choromanski, D. Holtmann-Rice, S. Kumar. *Orthogonal Random Features.* Advances in
+      Neural Information Processing Systems (NeurIPS), 2016.
+    * J. Yang, V. Sindhwani, H. Avron, M. W. Mahoney. *Quasi-Monte Carlo Feature Maps for Shift-Invariant Kernels.*
+      International Conference on Machine Learning (ICML), 2014.
 """
 
 from __future__ import annotations
@@ -44,7 +51,16 @@ class RandomFourierFeatures(FeatureMap):
       the blocks are applied with the fast Walsh–Hadamard transform in :math:`O(d\log d)`. The row
       directions are not exactly uniform, so SORF is only asymptotically unbiased in :math:`d`.
     * ``"qmc"``: scrambled Sobol points mapped through the inverse normal (and, for Matérn, inverse
-      :math:`\chi^2`) CDF; unbiased (every point is marginally uniform), lower variance than iid.
+      :math:`\chi^2`) CDF; unbiased (every point is marginally uniform), lower variance than iid
+      (Yang et al. 2014).
+
+    References:
+        * A. Rahimi, B. Recht. *Random Features for Large-Scale Kernel Machines.* Advances in Neural Information
+          Processing Systems (NeurIPS), 2007.
+        * F. X. Yu, A. T. Suresh, K. Choromanski, D. Holtmann-Rice, S. Kumar. *Orthogonal Random Features.* Advances
+          in Neural Information Processing Systems (NeurIPS), 2016.
+        * J. Yang, V. Sindhwani, H. Avron, M. W. Mahoney. *Quasi-Monte Carlo Feature Maps for Shift-Invariant
+          Kernels.* International Conference on Machine Learning (ICML), 2014.
 
     Args:
         input_dim: Input dimension :math:`d` (inputs already divided by the lengthscale).

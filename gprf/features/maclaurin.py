@@ -1,6 +1,15 @@
 r"""Random and optimized Maclaurin features for dot-product kernels and the Gaussian kernel.
 
-Kar & Karnick (2012); paper 000 §5 (optimized allocation); paper 002 §2 (Gaussian kernel). DESIGN.md §3.4.
+Random Maclaurin features of Kar & Karnick (2012); the optimized allocation over degrees of Wacker, Kanagawa &
+Filippone (2024, §5); the Gaussian kernel as in Wacker & Filippone (2022, §2).
+
+References:
+    * P. Kar, H. Karnick. *Random Feature Maps for Dot Product Kernels.* International Conference on Artificial
+      Intelligence and Statistics (AISTATS), 2012.
+    * J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of Machine
+      Learning Research, 2024 (arXiv:2201.08712).
+    * J. Wacker, M. Filippone. *Local Random Feature Approximations of the Gaussian Kernel.* Procedia Computer
+      Science (KES), 2022 (arXiv:2204.05667).
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ class MaclaurinFeatures(FeatureMap):
     by :math:`\sqrt{a_n}`, so ``num_features = 1 + sum(D_n)`` and :math:`E\hat k` is the expansion truncated
     at :math:`m`. Allocations:
 
-    * ``"optimized"`` (paper 000, Alg. 2–3): chosen by :meth:`fit_allocation` on a data sample to minimise
+    * ``"optimized"`` (Wacker et al. 2024, Alg. 2–3): chosen by :meth:`fit_allocation` on a data sample to minimise
       expected variance plus squared truncation bias (:mod:`gprf.features.maclaurin_allocation`). Until it
       is fitted, the features are split evenly over degrees ``1..min_degree``.
     * ``"random"`` (Kar & Karnick 2012): each of the ``F - 1`` non-constant features draws its degree from
@@ -50,10 +59,18 @@ class MaclaurinFeatures(FeatureMap):
 
     The Gaussian kernel is shift invariant but its truncated expansion is exact only near the origin, so the
     Gaussian map subtracts a stored ``center`` (set to the sample mean by :meth:`fit_allocation`, as in
-    paper 002, Alg. 1) before featurizing; dot-product kernels are never centred.
+    Wacker & Filippone 2022, Alg. 1) before featurizing; dot-product kernels are never centred.
 
     The allocation and the centre are buffers: ``load_state_dict`` into a freshly built map rebuilds the
     per-degree sketches to the stored allocation first.
+
+    References:
+        * P. Kar, H. Karnick. *Random Feature Maps for Dot Product Kernels.* International Conference on Artificial
+          Intelligence and Statistics (AISTATS), 2012.
+        * J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of
+          Machine Learning Research, 2024 (arXiv:2201.08712).
+        * J. Wacker, M. Filippone. *Local Random Feature Approximations of the Gaussian Kernel.* Procedia Computer
+          Science (KES), 2022 (arXiv:2204.05667).
     """
 
     def __init__(

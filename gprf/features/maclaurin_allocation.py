@@ -1,4 +1,4 @@
-r"""Optimized allocation of Maclaurin features over degrees (paper 000 §5, Alg. 2–3, App. C; DESIGN.md §3.4).
+r"""Optimized allocation of Maclaurin features over degrees (Wacker et al. 2024, §5, Alg. 2–3, App. C).
 
 A dot-product kernel :math:`k(x, y) = \text{pref}(x, y)\sum_n a_n (x^\top y)^n` (``pref`` is
 :math:`e^{-\lVert x\rVert^2/2}e^{-\lVert y\rVert^2/2}` for the Gaussian kernel, 1 otherwise) is approximated
@@ -21,6 +21,9 @@ The incremental algorithm starts every truncation :math:`m \in [\text{min\_degre
 :math:`D_n = 1` and gives the remaining features one at a time to the degree whose cost drops most (ties to the
 higher degree; if none drops, to degree 1); the truncation with the lowest cost :math:`+\,B(m)` wins. The pair
 statistics are computed once and reused for every truncation.
+
+Reference: J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of
+Machine Learning Research, 2024 (arXiv:2201.08712).
 """
 
 from __future__ import annotations

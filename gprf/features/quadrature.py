@@ -1,12 +1,20 @@
-r"""Quadrature-based features: stochastic spherical-radial rules SR(3,3) (paper 003, DESIGN.md §3.2).
+r"""Quadrature-based features: stochastic spherical-radial rules SR(3,3) (Munkhoeva et al. 2018).
 
 For :math:`k(x, y) = E_{w\sim N(0, I_d)} f_{xy}(w)` with :math:`f_{xy}(w) = g(w^\top x)^\top g(w^\top y)`,
 one rule with a random rotation :math:`Q`, the ``d + 1`` unit vertices :math:`v_j` of a regular simplex
-and one radius :math:`\rho_j\sim\chi_{d+2}` per node (paper 003 §2.3, modified rule) is
+and one radius :math:`\rho_j\sim\chi_{d+2}` per node (Munkhoeva et al. 2018, §2.3, modified rule) is
 
 .. math::
     SR(f) = \Big(1 - \sum_{j=1}^{d+1}\frac{d}{(d+1)\rho_j^2}\Big) f(0)
           + \frac{d}{d+1}\sum_{j=1}^{d+1}\frac{f(\rho_jQv_j) + f(-\rho_jQv_j)}{2\rho_j^2}.
+
+The arc-cosine kernels are those of Cho & Saul (2009).
+
+References:
+    * M. Munkhoeva, Y. Kapushev, E. Burnaev, I. Oseledets. *Quadrature-based Features for Kernel Approximation.*
+      Advances in Neural Information Processing Systems (NeurIPS), 2018.
+    * Y. Cho, L. K. Saul. *Kernel Methods for Deep Learning.* Advances in Neural Information Processing Systems
+      (NeurIPS), 2009.
 """
 
 from __future__ import annotations
@@ -36,6 +44,9 @@ def arccos_kernel(x1: Tensor, x2: Tensor, order: int, diag: bool = False) -> Ten
     :math:`\theta` the angle between ``x`` and ``y``. A zero vector has angle :math:`\pi/2` with everything
     (``k_0 = 1/2``, the value of the estimator with :math:`\Theta(0) = 1/2`; ``k_1 = 0``).
 
+    Reference: Y. Cho, L. K. Saul. *Kernel Methods for Deep Learning.* Advances in Neural Information Processing
+    Systems (NeurIPS), 2009.
+
     Args:
         x1, x2: ``(..., n, d)`` and ``(..., m, d)``.
         order: 0 or 1.
@@ -57,7 +68,7 @@ def arccos_kernel(x1: Tensor, x2: Tensor, order: int, diag: bool = False) -> Ten
 
 
 class QuadratureFeatures(FeatureMap):
-    r"""Quadrature-based random features SR(3,3) (Munkhoeva et al., NeurIPS 2018; paper 003).
+    r"""Quadrature-based random features SR(3,3) (Munkhoeva, Kapushev, Burnaev & Oseledets 2018).
 
     Features of one rule (with :math:`m_j = \rho_jQ^\top v_j`, :math:`\rho_j\sim\chi_{d+2}`,
     :math:`a_j = \sqrt{d/(d+1)}/\rho_j`, divided by :math:`\sqrt n` to average ``n = num_rules`` rules):
@@ -101,6 +112,12 @@ class QuadratureFeatures(FeatureMap):
 
     **Feature count.** ``num_features = 2 * num_rules * (p + 1)`` with ``p = input_dim`` (``"haar"``) or
     the padded dimension (``"butterfly"``); the paper's ``2n(d+1) + 1`` minus the folded constant.
+
+    References:
+        * M. Munkhoeva, Y. Kapushev, E. Burnaev, I. Oseledets. *Quadrature-based Features for Kernel Approximation.*
+          Advances in Neural Information Processing Systems (NeurIPS), 2018.
+        * Y. Cho, L. K. Saul. *Kernel Methods for Deep Learning.* Advances in Neural Information Processing Systems
+          (NeurIPS), 2009.
 
     Args:
         input_dim: Input dimension ``d`` (inputs already divided by any lengthscale).

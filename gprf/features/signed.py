@@ -1,6 +1,7 @@
-r"""Generalized (orthogonal) random features for stationary indefinite kernels: GRFF and GORF.
+r"""Generalized (orthogonal) random features for stationary indefinite kernels: GRFF and GORF (Luo et al. 2021).
 
-Paper 001 (Luo et al., "Random features for stationary indefinite kernels"), DESIGN.md §3.5.
+Reference: Q. Luo, K. Fang, J. Yang, X. Huang. *Towards Unbiased Random Features with Lower Variance for Stationary
+Indefinite Kernels.* International Joint Conference on Neural Networks (IJCNN), 2021.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ SIGNED_SAMPLERS = ("iid", "orthogonal")
 
 
 class SignedRandomFeatures(SignedFeatureMap):
-    r"""Random features of a signed spectral measure :math:`\mu = \mu_+ - \mu_-` (GRFF / GORF, paper 001).
+    r"""Random features of a signed spectral measure :math:`\mu = \mu_+ - \mu_-` (GRFF / GORF; Luo et al. 2021).
 
     With :math:`s` = ``num_features`` frequencies per part, :math:`w_i \sim \mu_+/\lVert\mu_+\rVert` and
     :math:`v_i \sim \mu_-/\lVert\mu_-\rVert`,
@@ -32,12 +33,13 @@ class SignedRandomFeatures(SignedFeatureMap):
     with the two real roots :math:`a(x) = \sqrt{\lVert\mu_+\rVert/s}\,[\cos(W_+^\top x), \sin(W_+^\top x)]` and
     :math:`b(x) = \sqrt{\lVert\mu_-\rVert/s}\,[\cos(W_-^\top x), \sin(W_-^\top x)]` (``2s`` columns each).
     :meth:`forward` returns ``(A, B)``; the kernel matrix is :math:`AA^\top - BB^\top`, which has no real root
-    (a :class:`~gprf.features.SignedFeatureMap`, not a :class:`~gprf.features.FeatureMap`). :math:`E\hat k = k` (paper 001 Thm. 4), or the kernel of the truncated measure
-    for truncated spectra (:meth:`expected_kernel`).
+    (a :class:`~gprf.features.SignedFeatureMap`, not a :class:`~gprf.features.FeatureMap`).
+    :math:`E\hat k = k` (Luo et al. 2021, Thm. 4), or the kernel of the truncated measure for truncated spectra
+    (:meth:`expected_kernel`).
 
     Samplers (frequencies are a direction times a norm from the part's radial law):
 
-    * ``"iid"`` (GRFF): independent uniform directions. Variance (paper 001 Thm. 4, :meth:`variance`)
+    * ``"iid"`` (GRFF): independent uniform directions. Variance (Luo et al. 2021, Thm. 4; :meth:`variance`)
 
       .. math::
           \frac{\lVert\mu_+\rVert^2}{s}\Big[\frac{1 + \tilde k_+(2z)}{2} - \tilde k_+(z)^2\Big]
@@ -46,7 +48,10 @@ class SignedRandomFeatures(SignedFeatureMap):
     * ``"orthogonal"`` (GORF): the :math:`2s` directions are the rows of stacked independent Haar-orthogonal
       :math:`d\times d` blocks, rows :math:`0..s-1` for :math:`\mu_+` and :math:`s..2s-1` for :math:`\mu_-` — exactly
       orthogonal within a block, including across the two parts. Each row is marginally uniform, so the estimate
-      stays unbiased, with a lower variance (paper 001 Thm. 6).
+      stays unbiased, with a lower variance (Luo et al. 2021, Thm. 6).
+
+    Reference: Q. Luo, K. Fang, J. Yang, X. Huang. *Towards Unbiased Random Features with Lower Variance for
+    Stationary Indefinite Kernels.* International Joint Conference on Neural Networks (IJCNN), 2021.
 
     Args:
         input_dim: Input dimension :math:`d` (inputs already divided by the lengthscale).
@@ -116,7 +121,7 @@ class SignedRandomFeatures(SignedFeatureMap):
         return self.spectrum.expected_profile((x1 - x2).norm(dim=-1))
 
     def _variance(self, x1: Tensor, x2: Tensor, part: str) -> Tensor:
-        """Paper 001 Thm. 4 for ``sampler="iid"`` (a real estimate: both ``part`` values agree)."""
+        """Luo et al. (2021), Thm. 4, for ``sampler="iid"`` (a real estimate: both ``part`` values agree)."""
         if self.sampler != "iid":
             raise NotImplementedError(
                 f"No closed-form variance for sampler={self.sampler!r} (only 'iid'); estimate it by resampling."

@@ -1,4 +1,4 @@
-r"""Signed radial spectral measures of stationary indefinite kernels (paper 001, §II and §IV-A1).
+r"""Signed radial spectral measures of stationary indefinite kernels (Luo et al. 2021, §II and §IV-A1).
 
 A stationary kernel :math:`k(x - y) = \int \cos(w^\top(x - y))\,d\mu(w)` whose spectral measure
 :math:`\mu` is *signed* is indefinite. A Jordan decomposition :math:`\mu = \mu_+ - \mu_-` into two
@@ -17,7 +17,16 @@ a norm drawn from the one-dimensional law :math:`\propto w^{d-1}\,p_\pm(w)` — 
 * :func:`delta_gaussian_spectrum`: :math:`k(z) = \sum_i a_i e^{-z^2/2\sigma_i^2}`, a signed mixture of
   :math:`N(0, \sigma_i^{-2}I)`, sampled exactly (component, then :math:`\chi_d/\sigma_i`).
 * :func:`spherical_polynomial_spectrum`: :math:`k(z) = (1 - z^2/a^2)^p` on the unit sphere (Pennington et al.
-  2015; paper 001 eq. 18), a Bessel-function density sampled by a numerical inverse CDF on a truncated radius.
+  2015; Luo et al. 2021, eq. 18), a Bessel-function density sampled by a numerical inverse CDF on a truncated
+  radius.
+
+References:
+    * Q. Luo, K. Fang, J. Yang, X. Huang. *Towards Unbiased Random Features with Lower Variance for Stationary
+      Indefinite Kernels.* International Joint Conference on Neural Networks (IJCNN), 2021.
+    * J. Pennington, F. X. Yu, S. Kumar. *Spherical Random Features for Polynomial Kernels.* Advances in Neural
+      Information Processing Systems (NeurIPS), 2015.
+    * L. J. Landau. *Bessel Functions: Monotonicity and Bounds.* Journal of the London Mathematical Society 61(1),
+      2000.
 """
 
 from __future__ import annotations
@@ -117,7 +126,7 @@ class SignedRadialSpectrum(ABC):
 
 
 class DeltaGaussianSpectrum(SignedRadialSpectrum):
-    r"""Signed Gaussian mixture :math:`k(z) = \sum_i a_i \exp(-z^2/2\sigma_i^2)` (paper 001 eqs. 19–20).
+    r"""Signed Gaussian mixture :math:`k(z) = \sum_i a_i \exp(-z^2/2\sigma_i^2)` (Luo et al. 2021, eqs. 19–20).
 
     The spectral measure is :math:`\mu = \sum_i a_i N(0, \sigma_i^{-2} I_d)`; it is split into the components
     with :math:`a_i > 0` (:math:`\mu_+`, mass :math:`\sum_{a_i>0} a_i`) and those with :math:`a_i < 0`
@@ -127,6 +136,9 @@ class DeltaGaussianSpectrum(SignedRadialSpectrum):
     :math:`\sigma = (1, 10)` in :math:`d = 64` the two laws concentrate on radii near 8 and 0.8). Components with
     equal :math:`\sigma_i` are merged first, so :math:`a = (1, -1)` with :math:`\sigma_1 = \sigma_2` is rejected as
     the zero kernel instead of being sampled as two cancelling parts.
+
+    Reference: Q. Luo, K. Fang, J. Yang, X. Huang. *Towards Unbiased Random Features with Lower Variance for
+    Stationary Indefinite Kernels.* International Joint Conference on Neural Networks (IJCNN), 2021.
     """
 
     def __init__(self, weights: Sequence[float], lengthscales: Sequence[float]) -> None:
@@ -194,7 +206,7 @@ class SphericalPolynomialSpectrum(SignedRadialSpectrum):
     For unit vectors :math:`k = ((1 - 2/a^2) + (2/a^2)x^\top y)^p`. On the sphere :math:`z \le 2`, and writing
     :math:`1 - z^2/a^2 = (1 - 4/a^2) + (4/a^2)(1 - z^2/4)` extends :math:`k` to :math:`\mathbb R^d` as a sum of
     the compactly supported functions :math:`(1 - z^2/4)_+^i`. Their Fourier transforms give the radial signed
-    density of Pennington et al. (2015), paper 001 eq. 18 (here normalised so that
+    density of Pennington et al. (2015) and Luo et al. (2021, eq. 18) (here normalised so that
     :math:`k(z) = \int p(\lVert w\rVert)\cos(w^\top z)\,dw`):
 
     .. math::
@@ -218,6 +230,14 @@ class SphericalPolynomialSpectrum(SignedRadialSpectrum):
     Norms are drawn by inverting the cumulative trapezoid integral of :math:`\rho_\pm` on a grid of step 0.005
     (construction time only); :meth:`part_profile` integrates the same discretised law, so the estimator is
     unbiased for :meth:`expected_profile` up to the :math:`O(h^2)` midpoint error (below 1e-5).
+
+    References:
+        * J. Pennington, F. X. Yu, S. Kumar. *Spherical Random Features for Polynomial Kernels.* Advances in Neural
+          Information Processing Systems (NeurIPS), 2015.
+        * Q. Luo, K. Fang, J. Yang, X. Huang. *Towards Unbiased Random Features with Lower Variance for Stationary
+          Indefinite Kernels.* International Joint Conference on Neural Networks (IJCNN), 2021.
+        * L. J. Landau. *Bessel Functions: Monotonicity and Bounds.* Journal of the London Mathematical Society
+          61(1), 2000.
     """
 
     on_sphere = True

@@ -1,4 +1,4 @@
-r"""Computation skeletons: the DAGs that define compositional kernels (paper 004 §5, DESIGN.md §3.7).
+r"""Computation skeletons: the DAGs that define compositional kernels (Daniely et al. 2017, §5).
 
 A skeleton has *input nodes* — a receptive field (coordinates of the input vector) with a normalised base
 kernel — and *internal nodes* — a dual activation :math:`\hat\sigma_v` applied to the mean of the kernels of
@@ -12,11 +12,18 @@ Base kernels (on the receptive field :math:`S`, inputs already divided by the le
 
 * ``"linear"``: the normalised dot product of the inputs augmented by a unit coordinate,
   :math:`k(x, y) = \tilde x^\top\tilde y/(\lVert\tilde x\rVert\lVert\tilde y\rVert)`, :math:`\tilde x = [x_S, 1]`
-  (inputs on a sphere, as in paper 004; the extra coordinate keeps zero patches defined and makes the
+  (inputs on a sphere, as in Daniely et al. 2017; the extra coordinate keeps zero patches defined and makes the
   lengthscale the scale of :math:`x` relative to the constant);
 * ``"gaussian"``: :math:`k(x, y) = e^{-\lVert x_S - y_S\rVert^2/2}`.
 
 Both satisfy :math:`k(x, x) = 1`, so every node kernel lies in :math:`[-1, 1]` where the duals are defined.
+
+References:
+    * A. Daniely, R. Frostig, Y. Singer. *Toward Deeper Understanding of Neural Networks: The Power of
+      Initialization and a Dual View on Expressivity.* Advances in Neural Information Processing Systems (NeurIPS),
+      2016.
+    * A. Daniely, R. Frostig, V. Gupta, Y. Singer. *Random Features for Compositional Kernels.* arXiv:1703.07872,
+      2017.
 """
 
 from __future__ import annotations
@@ -171,7 +178,7 @@ class Skeleton:
 
     @property
     def complexity(self) -> float:
-        r"""Expected number of base features multiplied into one random feature (paper 004, eq. 11):
+        r"""Expected number of base features multiplied into one random feature (Daniely et al. 2017, eq. 11):
         :math:`C_v = \hat\sigma_v'(1)\,\mathrm{mean}_{u\in\mathrm{in}(v)} C_u`, :math:`C = 1` at input nodes.
         It is 1 for every skeleton of ReLU and unit-scale exponential nodes, whatever the input dimension."""
         cost = {u: 1.0 for u in range(self.num_inputs)}
@@ -198,7 +205,7 @@ class Skeleton:
         return self._recurse(lambda node: _base_kernel(node, x1, x2, diag), lambda act, rho: act(rho))
 
     def second_moment(self, x1: Tensor, x2: Tensor) -> Tensor:
-        r"""Row by row :math:`E[\psi(x)^2\psi(y)^2]` of one random feature :math:`\psi` (paper 004, Algorithm 1).
+        r"""Row by row :math:`E[\psi(x)^2\psi(y)^2]` of one random feature :math:`\psi` (Daniely et al. 2017, Alg. 1).
 
         The same recursion as the kernel with the base features' second moments at the inputs:
         :math:`\psi_v = \prod_{i\le n}\psi_{u_i}` with :math:`n\sim b`, :math:`u_i` uniform, gives

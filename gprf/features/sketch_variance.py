@@ -1,10 +1,13 @@
-r"""Closed-form variances of polynomial sketches (paper 000, Theorems 2, 5 and 10; DESIGN.md §3.3).
+r"""Closed-form variances of polynomial sketches (Wacker, Kanagawa & Filippone 2024, Theorems 2, 5 and 10).
 
 Notation for a pair of inputs as the sketch sees them (after prepending :math:`\sqrt{\text{bias}}`):
 :math:`c = x^\top y`, :math:`N = \lVert x\rVert^2\lVert y\rVert^2`, :math:`S = \sum_k x_k^2y_k^2`,
 :math:`D` features, :math:`p` the degree and :math:`d` the padded dimension of TensorSRHT. Each feature
 is a product of :math:`p` independent projections, so its second moment is the :math:`p`-th power of one
 projection's second moment :math:`M_2`; averaging :math:`D` independent features divides by :math:`D`.
+
+Reference: J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of
+Machine Learning Research, 2024 (arXiv:2201.08712).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ def sketch_variance(
     num_features: int,
     padded_dim: int | None = None,
 ) -> Tensor:
-    r"""Variance of a degree-``p`` sketch of :math:`(x^\top y)^p` (DESIGN.md §3.3 table).
+    r"""Variance of a degree-``p`` sketch of :math:`(x^\top y)^p` (Wacker et al. 2024, Theorems 2, 5 and 10).
 
     ``part="real"``: variance of :math:`\mathrm{Re}\,\hat k`; ``part="total"``: :math:`E|\hat k - k|^2`
     (equal for real sketches). Gaussian sketches have :math:`M_2 = N + 2c^2` (real) and :math:`N + c^2`

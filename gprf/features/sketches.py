@@ -1,4 +1,7 @@
-r"""Polynomial sketches, real and complex, for :math:`k(x, y) = (x^\top y + \text{bias})^p` (paper 000 §3–4).
+r"""Polynomial sketches, real and complex, for :math:`k(x, y) = (x^\top y + \text{bias})^p`.
+
+The sketches and their complex variants follow Wacker, Kanagawa & Filippone (2024, §3–4); TensorSketch is that of
+Pham & Pagh (2013).
 
 Every feature is a product of :math:`p` independent random projections,
 :math:`\phi(x) = D^{-1/2}\prod_{i=1}^p (W_i x)` (elementwise), so that
@@ -6,10 +9,16 @@ Every feature is a product of :math:`p` independent random projections,
 whenever :math:`E[w\bar w^\top] = I`. A bias :math:`c > 0` is handled by prepending the coordinate
 :math:`\sqrt c` to every input, since :math:`[\sqrt c, x]^\top[\sqrt c, y] = x^\top y + c`. Complex sketches
 estimate the real-part kernel :math:`\mathrm{Re}\,\phi(x)^\top\overline{\phi(y)}`, usually with a much lower
-variance for non-negative data (paper 000 §3.3, §4.3).
+variance for non-negative data (Wacker et al. 2024, §3.3, §4.3).
 
 Complex draws are stored as real tensors with a trailing dimension of 2 (``torch.view_as_complex`` in
 the forward pass): ``Module.to(float32)`` would silently drop the imaginary part of complex buffers.
+
+References:
+    * J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of Machine
+      Learning Research, 2024 (arXiv:2201.08712).
+    * N. Pham, R. Pagh. *Fast and Scalable Polynomial Kernels via Explicit Feature Maps.* ACM SIGKDD International
+      Conference on Knowledge Discovery and Data Mining (KDD), 2013.
 """
 
 from __future__ import annotations
@@ -58,7 +67,7 @@ class PolynomialSketch(FeatureMap):
     * ``"gaussian"``: :math:`W_i` with iid :math:`N(0, 1)` entries, or :math:`CN(0, 1)` (real and imaginary
       parts :math:`N(0, \tfrac12)`) when ``complex=True``.
     * ``"rademacher"``: iid :math:`\pm1` entries, or uniform on :math:`\{\pm1, \pm i\}` when complex.
-    * ``"srht"``: TensorSRHT (paper 000, Alg. 1). Inputs are zero-padded to :math:`d = 2^k`; for every
+    * ``"srht"``: TensorSRHT (Wacker et al. 2024, Alg. 1). Inputs are zero-padded to :math:`d = 2^k`; for every
       block of :math:`d` features and every degree :math:`i`, a Rademacher (complex: :math:`\{\pm1,\pm i\}`)
       diagonal :math:`D_{b,i}` and a permutation :math:`P_{b,i}`; the block is
       :math:`\prod_i P_{b,i} H D_{b,i} x` with :math:`H` the unnormalised Hadamard matrix applied by the
@@ -66,8 +75,14 @@ class PolynomialSketch(FeatureMap):
     * ``"tensorsketch"``: TensorSketch (Pham & Pagh 2013), the circular convolution of :math:`p`
       independent CountSketches computed with FFTs, :math:`O(p(d + D\log D))` per input; real only.
 
-    :meth:`variance` gives the closed forms of paper 000 (Theorems 2, 5, 10) for every sketch except
+    :meth:`variance` gives the closed forms of Wacker et al. (2024, Theorems 2, 5, 10) for every sketch except
     TensorSketch.
+
+    References:
+        * J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of
+          Machine Learning Research, 2024 (arXiv:2201.08712).
+        * N. Pham, R. Pagh. *Fast and Scalable Polynomial Kernels via Explicit Feature Maps.* ACM SIGKDD
+          International Conference on Knowledge Discovery and Data Mining (KDD), 2013.
 
     Args:
         input_dim: Input dimension (before the bias coordinate).

@@ -15,5 +15,8 @@ def fourier_iid_variance(k_delta: Tensor, k_two_delta: Tensor, num_frequencies: 
         \mathrm{Var}\,\hat k(\Delta) = \frac{1}{m}\Big[\frac{1 + k(2\Delta)}{2} - k(\Delta)^2\Big]
 
     (Sutherland & Schneider 2015, eq. 2).
+
+    Reference: D. J. Sutherland, J. Schneider. *On the Error of Random Fourier Features.* Conference on Uncertainty
+    in Artificial Intelligence (UAI), 2015.
     """
     return (0.5 * (1.0 + k_two_delta) - k_delta.square()) / num_frequencies

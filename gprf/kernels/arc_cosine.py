@@ -31,6 +31,9 @@ class ArcCosineKernel(Kernel):
     scale-free (``k0`` is invariant to rescaling, ``k1`` homogeneous of degree one in each argument), so
     there is no lengthscale; wrap in :class:`~gpytorch.kernels.ScaleKernel` for an amplitude.
 
+    Reference: Y. Cho, L. K. Saul. *Kernel Methods for Deep Learning.* Advances in Neural Information Processing
+    Systems (NeurIPS), 2009.
+
     Args:
         order: 0 or 1.
         kwargs: GPyTorch :class:`~gpytorch.kernels.Kernel` arguments (``batch_shape``, ``active_dims``).

@@ -1,4 +1,8 @@
-r"""SR(3,3) quadrature features for the arc-cosine kernels (Munkhoeva, Kapushev, Burnaev & Oseledets 2018)."""
+r"""SR(3,3) quadrature features for the arc-cosine kernels (Munkhoeva, Kapushev, Burnaev & Oseledets 2018).
+
+Reference: M. Munkhoeva, Y. Kapushev, E. Burnaev, I. Oseledets. *Quadrature-based Features for Kernel
+Approximation.* Advances in Neural Information Processing Systems (NeurIPS), 2018.
+"""
 
 from __future__ import annotations
 
@@ -21,8 +25,11 @@ class ArcCosineQuadratureKernel(RandomFeatureKernel):
     GPyTorch's kernels without one): passing ``ard_num_dims``, ``lengthscale_prior`` or
     ``lengthscale_constraint`` raises a ``ValueError``. Wrap it in ``ScaleKernel`` for an amplitude.
 
-    Reference: M. Munkhoeva, Y. Kapushev, E. Burnaev, I. Oseledets. *Quadrature-based features for kernel
-    approximation.* NeurIPS 2018.
+    Reference: M. Munkhoeva, Y. Kapushev, E. Burnaev, I. Oseledets. *Quadrature-based Features for Kernel
+    Approximation.* Advances in Neural Information Processing Systems (NeurIPS), 2018.
+
+    Reference: Y. Cho, L. K. Saul. *Kernel Methods for Deep Learning.* Advances in Neural Information Processing
+    Systems (NeurIPS), 2009.
 
     Args:
         num_rules: Number of SR(3,3) rules ``n >= 1``.

@@ -1,4 +1,8 @@
-r"""Compositional kernels of computation skeletons: exact and with compositional random features (paper 004)."""
+r"""Compositional kernels of computation skeletons: exact and with compositional random features.
+
+Reference: A. Daniely, R. Frostig, V. Gupta, Y. Singer. *Random Features for Compositional Kernels.*
+arXiv:1703.07872, 2017.
+"""
 
 from __future__ import annotations
 
@@ -28,10 +32,17 @@ class CompositionalKernel(Kernel):
     .. math::
         k_v(x, y) = \hat\sigma_v\Big(\frac{1}{|\mathrm{in}(v)|}\sum_{u\in\mathrm{in}(v)} k_u(x/\ell, y/\ell)\Big)
 
-    with normalised base kernels at the input nodes (Daniely, Frostig & Singer 2016; paper 004 §5). The
-    (optionally ARD) lengthscale is that of the Gaussian base kernel, and for the linear base kernel the scale of
-    :math:`x` relative to the unit coordinate of :math:`[x_S, 1]`. Costs :math:`O(N^2)` per skeleton node:
+    with normalised base kernels at the input nodes (Daniely, Frostig & Singer 2016; Daniely et al. 2017, §5).
+    The (optionally ARD) lengthscale is that of the Gaussian base kernel, and for the linear base kernel the scale
+    of :math:`x` relative to the unit coordinate of :math:`[x_S, 1]`. Costs :math:`O(N^2)` per skeleton node:
     the reference for :class:`CompositionalRandomFeatureKernel`.
+
+    Reference: A. Daniely, R. Frostig, Y. Singer. *Toward Deeper Understanding of Neural Networks: The Power of
+    Initialization and a Dual View on Expressivity.* Advances in Neural Information Processing Systems (NeurIPS),
+    2016.
+
+    Reference: A. Daniely, R. Frostig, V. Gupta, Y. Singer. *Random Features for Compositional Kernels.*
+    arXiv:1703.07872, 2017.
 
     Args:
         skeleton: The skeleton (its ``input_dim`` is the number of input columns).
@@ -52,7 +63,7 @@ class CompositionalKernel(Kernel):
 
 
 class CompositionalRandomFeatureKernel(RandomFeatureKernel):
-    r"""Compositional random features (paper 004, Algorithm 1) of a skeleton kernel, as a GPyTorch kernel.
+    r"""Compositional random features (Daniely et al. 2017, Alg. 1) of a skeleton kernel, as a GPyTorch kernel.
 
     :math:`\hat k(x, y) = \phi(x/\ell)^\top\phi(y/\ell)` with :math:`\phi` the
     :class:`~gprf.features.CompositionalFeatures` of ``skeleton``: every feature is a product of a few base
@@ -62,6 +73,9 @@ class CompositionalRandomFeatureKernel(RandomFeatureKernel):
     Both base kernels are functions of :math:`x/\ell` (the Gaussian one is stationary, the linear one normalises
     :math:`[x_S/\ell, 1]`), so this kernel has a lengthscale (ARD with ``ard_num_dims``) and :meth:`exact` is a
     :class:`CompositionalKernel` tied to it.
+
+    Reference: A. Daniely, R. Frostig, V. Gupta, Y. Singer. *Random Features for Compositional Kernels.*
+    arXiv:1703.07872, 2017.
 
     Args:
         skeleton: The :class:`~gprf.features.Skeleton`.

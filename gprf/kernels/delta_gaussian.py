@@ -12,10 +12,13 @@ from gprf.linalg import IndefiniteDenseLinearOperator
 class DeltaGaussianKernel(Kernel):
     r"""Exact delta-Gaussian kernel :math:`k(x, y) = \sum_i a_i \exp(-\lVert x - y\rVert^2 / 2\sigma_i^2\ell^2)`.
 
-    Indefinite when some :math:`a_i < 0` (paper 001 eq. 19); the mixture weights :math:`a_i` and relative scales
-    :math:`\sigma_i` are fixed, the (ARD) lengthscale :math:`\ell` is a hyperparameter. Evaluations are
+    Indefinite when some :math:`a_i < 0` (Luo et al. 2021, eq. 19); the mixture weights :math:`a_i` and relative
+    scales :math:`\sigma_i` are fixed, the (ARD) lengthscale :math:`\ell` is a hyperparameter. Evaluations are
     :class:`~gprf.linalg.IndefiniteDenseLinearOperator`: usable for kernel ridge regression,
     PSD operations raise.
+
+    Reference: Q. Luo, K. Fang, J. Yang, X. Huang. *Towards Unbiased Random Features with Lower Variance for
+    Stationary Indefinite Kernels.* International Joint Conference on Neural Networks (IJCNN), 2021.
     """
 
     has_lengthscale = True

@@ -53,7 +53,10 @@ class ExponentialDotProductKernel(DotProductKernel):
     r"""Exponential dot-product kernel :math:`k(x, y) = \exp(x^\top y/\ell^2) = \sum_n (x^\top y/\ell^2)^n/n!`.
 
     Together with :math:`e^{-\lVert x\rVert^2/2\ell^2}e^{-\lVert y\rVert^2/2\ell^2}` it gives the RBF kernel,
-    which is how Maclaurin features approximate the Gaussian kernel (paper 000 §5).
+    which is how Maclaurin features approximate the Gaussian kernel (Wacker, Kanagawa & Filippone 2024, §5).
+
+    Reference: J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal
+    of Machine Learning Research, 2024 (arXiv:2201.08712).
     """
 
     def _profile(self, dot: Tensor) -> Tensor:

@@ -1,4 +1,8 @@
-r"""The Gaussian-kernel Maclaurin approximation with localized prediction (paper 002, Alg. 1)."""
+r"""The Gaussian-kernel Maclaurin approximation with localized prediction (Wacker & Filippone 2022, Alg. 1).
+
+Reference: J. Wacker, M. Filippone. *Local Random Feature Approximations of the Gaussian Kernel.* Procedia
+Computer Science (KES), 2022 (arXiv:2204.05667).
+"""
 
 from __future__ import annotations
 
@@ -30,14 +34,15 @@ class LocalizedMaclaurinKernel(MaclaurinKernel):
 
     The truncated Maclaurin expansion of :math:`k(x, y) = e^{-\lVert x - y\rVert^2/2\ell^2}` is exact only near
     its centre; with a short lengthscale the global predictor's mean and variance collapse to zero away from
-    the training mean (paper 002, Thm. 3.1). The Gaussian kernel is shift invariant, so the predictive at
-    :math:`x_*` may use the features of :math:`(x - c)/\ell` for any centre :math:`c`; with :math:`c = x_*`,
+    the training mean (Wacker & Filippone 2022, Thm. 3.1). The Gaussian kernel is shift invariant, so the
+    predictive at :math:`x_*` may use the features of :math:`(x - c)/\ell` for any centre :math:`c`; with
+    :math:`c = x_*`,
 
     .. math::
         \hat k_*(x, y) = \sigma^2\,\hat k\big((x - x_*)/\ell, (y - x_*)/\ell\big)
 
-    makes :math:`k(x_*, X)` and :math:`k(x_*, x_*)` exact (paper 002, eq. 6 and §3.2), and far from the data the
-    predictive returns to the prior.
+    makes :math:`k(x_*, X)` and :math:`k(x_*, x_*)` exact (Wacker & Filippone 2022, eq. 6 and §3.2), and far from
+    the data the predictive returns to the prior.
 
     * Training (the marginal likelihood) uses the ordinary Maclaurin Gaussian kernel centred at the training
       mean, exactly as :class:`~gprf.kernels.MaclaurinKernel` (same allocation, ``refit_allocation``, training
@@ -48,12 +53,12 @@ class LocalizedMaclaurinKernel(MaclaurinKernel):
 
     Centres (``centers``):
 
-    * ``"test"``: every test point is its own centre, :math:`O(MNF^2)` (paper 002, §3.2), batched over
-      ``chunk_size`` test points at a time;
+    * ``"test"``: every test point is its own centre, :math:`O(MNF^2)` (Wacker & Filippone 2022, §3.2), batched
+      over ``chunk_size`` test points at a time;
     * ``"cluster"``: farthest-point clustering of the scaled training inputs, started at their mean, adding
       the farthest point until every training point is within :math:`\theta = \text{threshold}\cdot\ell` of a
       centre or ``max_centers`` is reached; one :math:`F\times F` factor per centre (:math:`O(N_CNF^2)`, once),
-      nearest-centre assignment at prediction (:math:`O(MF^2)`) (paper 002, §3.3, Alg. 1);
+      nearest-centre assignment at prediction (:math:`O(MF^2)`) (Wacker & Filippone 2022, §3.3, Alg. 1);
     * a tensor ``(K, num_dims)`` of centres in the kernel's input space (after ``active_dims``).
 
     Predictions are per-point marginals: the predictive covariance is diagonal (each test point has its own
@@ -73,6 +78,9 @@ class LocalizedMaclaurinKernel(MaclaurinKernel):
             (farther from their nearest centre than every training point is from its own) individually.
         kernel: Only ``"gaussian"`` (localization relies on shift invariance).
         kwargs: GPyTorch ``Kernel`` arguments.
+
+    Reference: J. Wacker, M. Filippone. *Local Random Feature Approximations of the Gaussian Kernel.* Procedia
+    Computer Science (KES), 2022 (arXiv:2204.05667).
 
     Example:
         >>> covar_module = ScaleKernel(LocalizedMaclaurinKernel(256, num_dims=d, centers="cluster", threshold=2.0))

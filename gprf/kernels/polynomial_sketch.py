@@ -15,10 +15,13 @@ class PolynomialSketchKernel(RandomFeatureKernel):
     r"""Random-feature approximation of :math:`k(x, y) = (x^\top y/\ell^2 + c)^p`.
 
     Features are a :class:`~gprf.features.PolynomialSketch` of :math:`x/\ell` (Gaussian, Rademacher,
-    TensorSRHT or TensorSketch; real or complex, paper 000 §3–4). A complex sketch with ``num_features = D``
-    gives the real-part kernel :math:`\mathrm{Re}\,\Phi\Phi^H` through the real root
+    TensorSRHT or TensorSketch; real or complex; Wacker, Kanagawa & Filippone 2024, §3–4). A complex sketch with
+    ``num_features = D`` gives the real-part kernel :math:`\mathrm{Re}\,\Phi\Phi^H` through the real root
     :math:`[\mathrm{Re}\,\Phi, \mathrm{Im}\,\Phi]` with :math:`2D` columns, so training and prediction stay
     real (:math:`O(N(2D)^2)`). Wrap in ``ScaleKernel`` for an amplitude.
+
+    Reference: J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal
+    of Machine Learning Research, 2024 (arXiv:2201.08712).
 
     Args:
         num_features: Number ``D`` of sketch features (complex features for ``complex=True``).

@@ -1,4 +1,8 @@
-r"""SR(3,3) quadrature features for the RBF kernel (Munkhoeva, Kapushev, Burnaev & Oseledets 2018)."""
+r"""SR(3,3) quadrature features for the RBF kernel (Munkhoeva, Kapushev, Burnaev & Oseledets 2018).
+
+Reference: M. Munkhoeva, Y. Kapushev, E. Burnaev, I. Oseledets. *Quadrature-based Features for Kernel
+Approximation.* Advances in Neural Information Processing Systems (NeurIPS), 2018.
+"""
 
 from __future__ import annotations
 
@@ -20,8 +24,8 @@ class QuadratureKernel(RandomFeatureKernel):
     featurization, and :meth:`exact` is a tied ``RBFKernel``. For the scale-free arc-cosine kernels use
     :class:`~gprf.kernels.ArcCosineQuadratureKernel`.
 
-    Reference: M. Munkhoeva, Y. Kapushev, E. Burnaev, I. Oseledets. *Quadrature-based features for kernel
-    approximation.* NeurIPS 2018.
+    Reference: M. Munkhoeva, Y. Kapushev, E. Burnaev, I. Oseledets. *Quadrature-based Features for Kernel
+    Approximation.* Advances in Neural Information Processing Systems (NeurIPS), 2018.
 
     Args:
         num_rules: Number of SR(3,3) rules ``n >= 1``.

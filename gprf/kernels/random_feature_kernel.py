@@ -33,6 +33,9 @@ class RandomFeatureKernel(FeatureMapOwner, FeatureKernel):
     * ``"complex"``: the real part of the complex-feature GP posterior (Wacker, Kanagawa & Filippone 2024,
       App. D; :class:`~gprf.prediction.ComplexFeaturePredictionStrategy`). The marginal likelihood used for
       training is the real-part kernel's either way. For real feature maps both coincide.
+
+    Reference: J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal
+    of Machine Learning Research, 2024 (arXiv:2201.08712).
     """
 
     def __init__(self, feature_map: FeatureMap, posterior: str = "real_kernel", **kwargs) -> None:

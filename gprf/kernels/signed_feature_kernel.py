@@ -9,6 +9,12 @@ as a GP posterior mean. gprf supports exactly that use: in an ``ExactGP`` with a
 outputscale scales :math:`\hat K`), and :func:`~gprf.prediction.krein_ridge_mean` computes it without a model. The marginal likelihood
 (log-determinant), Cholesky factors, posterior variances and sampling need a PSD covariance and raise
 :class:`~gprf.exceptions.IndefiniteKernelError`; ``kernel.psd_part()`` gives a PSD kernel to use instead.
+
+Reference: C. S. Ong, X. Mary, S. Canu, A. J. Smola. *Learning with Non-Positive Kernels.* International
+Conference on Machine Learning (ICML), 2004.
+
+Reference: D. Oglic, T. Gärtner. *Learning in Reproducing Kernel Kreĭn Spaces.* International Conference on
+Machine Learning (ICML), 2018.
 """
 
 from __future__ import annotations

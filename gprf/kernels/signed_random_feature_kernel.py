@@ -1,4 +1,8 @@
-r"""Signed random-feature kernels (GRFF/GORF) of stationary indefinite kernels (Luo, Fang, Yang & Huang 2021)."""
+r"""Signed random-feature kernels (GRFF/GORF) of stationary indefinite kernels (Luo, Fang, Yang & Huang 2021).
+
+Reference: Q. Luo, K. Fang, J. Yang, X. Huang. *Towards Unbiased Random Features with Lower Variance for Stationary
+Indefinite Kernels.* International Joint Conference on Neural Networks (IJCNN), 2021.
+"""
 
 from __future__ import annotations
 

@@ -11,11 +11,14 @@ from gprf.linalg import IndefiniteDenseLinearOperator
 
 class SphericalPolynomialKernel(Kernel):
     r"""Exact polynomial kernel on the unit sphere, :math:`k(x, y) = (1 - \lVert x - y\rVert^2/a^2)^p
-    = ((1 - 2/a^2) + (2/a^2)\,x^\top y)^p` (paper 001 eq. 17).
+    = ((1 - 2/a^2) + (2/a^2)\,x^\top y)^p` (Luo et al. 2021, eq. 17).
 
     Inputs must have unit norm (rows are checked where :class:`gprf.settings.validate_inputs` applies, with a
     ``ValueError`` asking to normalise them); there is no lengthscale. Evaluations are
     :class:`~gprf.linalg.IndefiniteDenseLinearOperator`.
+
+    Reference: Q. Luo, K. Fang, J. Yang, X. Huang. *Towards Unbiased Random Features with Lower Variance for
+    Stationary Indefinite Kernels.* International Joint Conference on Neural Networks (IJCNN), 2021.
     """
 
     def __init__(self, a: float, degree: int, **kwargs) -> None:

@@ -1,4 +1,8 @@
-"""Dirichlet-based GP classification (Milios et al. 2018) as a GPyTorch likelihood, model and predictors."""
+"""Dirichlet-based GP classification (Milios et al. 2018) as a GPyTorch likelihood, model and predictors.
+
+Reference: D. Milios, R. Camoriano, P. Michiardi, L. Rosasco, M. Filippone. *Dirichlet-based Gaussian Processes for
+Large-scale Calibrated Classification.* Advances in Neural Information Processing Systems (NeurIPS), 2018.
+"""
 
 from gprf.likelihoods.classification import class_marginals, predict, predict_proba
 from gprf.likelihoods.dirichlet import DirichletClassificationLikelihood, dirichlet_transform

@@ -6,9 +6,15 @@ With the posterior marginals :math:`f_c(x_*)\sim N(\mu_c, s_c^2)` of the ``C`` c
     p(y_* = c \mid x_*) \approx \frac1S\sum_{s=1}^{S}\mathrm{softmax}\big(\mu + s\odot\varepsilon^{(s)}\big)_c,
     \qquad \varepsilon^{(s)}\sim N(0, I_C),
 
-the Monte-Carlo mean of the softmax of samples of the latent values (Milios et al. 2018, §4; paper 000,
-App. D.4). Only the marginal variances are used, never a joint :math:`M\times M` covariance: with a
-random-feature kernel the cost is :math:`O(MF^2)` per class.
+the Monte-Carlo mean of the softmax of samples of the latent values (Milios et al. 2018, §4; Wacker, Kanagawa &
+Filippone 2024, App. D.4). Only the marginal variances are used, never a joint :math:`M\times M` covariance: with
+a random-feature kernel the cost is :math:`O(MF^2)` per class.
+
+References:
+    * D. Milios, R. Camoriano, P. Michiardi, L. Rosasco, M. Filippone. *Dirichlet-based Gaussian Processes for
+      Large-scale Calibrated Classification.* Advances in Neural Information Processing Systems (NeurIPS), 2018.
+    * J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of Machine
+      Learning Research, 2024 (arXiv:2201.08712).
 """
 
 from __future__ import annotations

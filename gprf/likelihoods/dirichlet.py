@@ -8,9 +8,15 @@ by a log-normal, which gives, per class :math:`c`, a regression target and a Gau
     \sigma^2_{ic} = \log\big(1/\alpha_{ic} + 1\big), \qquad \tilde y_{ic} = \log\alpha_{ic} - \sigma^2_{ic}/2 .
 
 The classifier is :math:`C` independent GP regressions :math:`\tilde y_{\cdot c} = f_c(X) + \varepsilon_c`,
-:math:`\varepsilon_{ic}\sim N(0, \sigma^2_{ic})` (paper 000, App. D.4; Milios et al., NeurIPS 2018, §4),
-and class probabilities are :math:`E[\mathrm{softmax}(f(x_*))]` under the posterior marginals
+:math:`\varepsilon_{ic}\sim N(0, \sigma^2_{ic})` (Milios et al. 2018, §4; Wacker, Kanagawa & Filippone 2024,
+App. D.4), and class probabilities are :math:`E[\mathrm{softmax}(f(x_*))]` under the posterior marginals
 (:func:`gprf.likelihoods.predict_proba`).
+
+References:
+    * D. Milios, R. Camoriano, P. Michiardi, L. Rosasco, M. Filippone. *Dirichlet-based Gaussian Processes for
+      Large-scale Calibrated Classification.* Advances in Neural Information Processing Systems (NeurIPS), 2018.
+    * J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of Machine
+      Learning Research, 2024 (arXiv:2201.08712).
 """
 
 from __future__ import annotations
@@ -143,6 +149,9 @@ class DirichletClassificationLikelihood(_GPyTorchDirichletLikelihood):
     Use it with a class-batched model (:class:`~gprf.likelihoods.DirichletGPModel` builds one), train the
     model on ``likelihood.transformed_targets`` by the exact marginal likelihood, and get class probabilities
     with :func:`~gprf.likelihoods.predict_proba`.
+
+    Reference: D. Milios, R. Camoriano, P. Michiardi, L. Rosasco, M. Filippone. *Dirichlet-based Gaussian Processes
+    for Large-scale Calibrated Classification.* Advances in Neural Information Processing Systems (NeurIPS), 2018.
 
     Args:
         targets: Integer class labels, shape ``(..., n)``.

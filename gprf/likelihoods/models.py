@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
 from gpytorch.means import ConstantMean, Mean
 from gpytorch.models import ExactGP
 from torch import Tensor
 
+from gprf.distributions import MultivariateNormal
 from gprf.likelihoods.dirichlet import DirichletClassificationLikelihood
 
 
@@ -34,7 +34,7 @@ class DirichletGPModel(ExactGP):
             ``ScaleKernel``.
         mean_module: Default: a class-batched ``ConstantMean``.
         share_features: For gprf random-feature kernels, use one feature draw for all classes
-            (:meth:`~gprf.kernels.RandomFeatureKernel.share_features`): the classes keep their own
+            (:meth:`~gprf.kernels.FeatureMapOwner.share_features`): the classes keep their own
             hyperparameters and :math:`F\times F` factorisations but see the same features, so the
             approximation error does not differ arbitrarily between classes.
 

@@ -169,7 +169,7 @@ def weighted_sums(
     batch member ``(..., 1)``, ``rhs`` :math:`Y` ``(..., N, k)``, ``outputscale`` :math:`s` ``(...)`` (a
     ``ScaleKernel`` amplitude kept apart from the root). The amplitude enters through :math:`\Sigma/s` and
     :math:`Y/\sqrt s`, so no scaled copy of :math:`\Phi` is made. The Gram is formed in the features' dtype
-    (float32 models: one float32 GEMM, :func:`~gprf.linalg.weighted_gram.weighted_gram`) and cast; the projection
+    (float32 models: one float32 GEMM, :func:`~gprf.linalg.weighted_gram`) and cast; the projection
     is formed in the factor dtype, because the two inverse-quadratic terms it enters nearly cancel at small
     noise. Real features in the factor dtype take the fused Gram-and-projection autograd node.
     """

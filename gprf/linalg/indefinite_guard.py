@@ -19,7 +19,7 @@ def indefinite_error(operation: str) -> IndefiniteKernelError:
     return IndefiniteKernelError(
         f"{operation} needs a positive semi-definite covariance, but this kernel matrix is indefinite (a signed "
         "random-feature kernel or an indefinite target such as DeltaGaussianKernel). Supported: the posterior mean / "
-        "kernel ridge regression (model(x).mean, gprf.kernels.krein_ridge_mean). For a GP with marginal likelihood, "
+        "kernel ridge regression (model(x).mean, gprf.prediction.krein_ridge_mean). For a GP with marginal likelihood, "
         "variances and sampling use the PSD part, kernel.psd_part()."
     )
 

@@ -1,15 +1,18 @@
 r"""Random butterfly orthogonal matrices (Genz 1998), applied in :math:`O(d\log d)`.
 
-A butterfly matrix of order :math:`d = 2^k` is a product of :math:`k` layers of :math:`2\times 2` Givens
-rotations. The layer of half-width :math:`h` (:math:`h = 1, 2, \dots, d/2`) splits the coordinates into
-blocks of :math:`2h` and rotates every pair :math:`(i, i + h)` of a block by the block's angle; the
-:math:`d - 1` angles are those of the hierarchical spherical coordinates of a uniformly random unit
-vector :math:`z`, so that :math:`B e_1 = z` is uniform on the sphere (and so is every column). Following
-DESIGN.md §3.2 a random orthogonal matrix is :math:`M = \prod_{r=1}^{R} B_r P_r` with independent
-butterflies :math:`B_r` and uniformly random permutations :math:`P_r` (``R = 3`` by default). ``M`` is
-exactly orthogonal but only approximately Haar distributed. Storage is :math:`O(Rd)`; applying ``M`` or
-:math:`M^\top` to a vector costs :math:`O(Rd\log d)`. Non-powers of two: zero-pad the vectors with
-:func:`gprf.ops.pad_to_power_of_two` (padding preserves inner products).
+A butterfly matrix of order :math:`d = 2^k` is a product of :math:`k` layers of :math:`2\times 2` Givens rotations.
+The layer of half-width :math:`h` (:math:`h = 1, 2, \dots, d/2`) splits the coordinates into blocks of :math:`2h`
+and rotates every pair :math:`(i, i + h)` of a block by the block's angle; the :math:`d - 1` angles are those of the
+hierarchical spherical coordinates of a uniformly random unit vector :math:`z`, so that :math:`B e_1 = z` is uniform
+on the sphere (and so is every column). The random orthogonal matrix used here (e.g. for the butterfly rotations of
+the SR(3,3) quadrature features) is :math:`M = \prod_{r=1}^{R} B_r P_r` with independent butterflies :math:`B_r` and
+uniformly random permutations :math:`P_r` (``R = 3`` by default). ``M`` is exactly orthogonal but only approximately
+Haar distributed. Storage is :math:`O(Rd)`; applying ``M`` or :math:`M^\top` to a vector costs :math:`O(Rd\log d)`.
+Non-powers of two: zero-pad the vectors with :func:`gprf.ops.pad_to_power_of_two` (padding preserves inner
+products).
+
+Reference: A. Genz. *Methods for Generating Random Orthogonal Matrices.* In Monte Carlo and Quasi-Monte Carlo
+Methods 1998, Springer, 2000.
 """
 
 from __future__ import annotations

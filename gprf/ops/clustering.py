@@ -1,4 +1,4 @@
-r"""Farthest-point clustering and nearest-centre assignment (paper 002, Alg. 1), pure torch.
+r"""Farthest-point clustering and nearest-centre assignment (Wacker & Filippone 2022, Alg. 1), pure torch.
 
 Farthest-point clustering covers a point set with balls of radius below a threshold :math:`\theta`: start with
 the mean of the points as the first centre, then repeatedly add the point farthest from its nearest centre,
@@ -10,6 +10,9 @@ until the max–min distance :math:`\max_i\delta_i` drops below :math:`\theta` (
 centres is reached). Each step costs :math:`O(Nd)` (distances to the newest centre only), so
 :math:`N_C` centres cost :math:`O(N N_C d)` time and :math:`O(N)` extra memory. Centres are data points (apart
 from the mean), so the result needs no convergence check, unlike k-means.
+
+Reference: J. Wacker, M. Filippone. *Local Random Feature Approximations of the Gaussian Kernel.* Procedia
+Computer Science (KES), 2022 (arXiv:2204.05667).
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ def haar_orthogonal(
     :math:`Q \leftarrow Q\,\mathrm{diag}(\mathrm{sign}(\mathrm{diag}\,R))`, without which the law of
     :math:`Q` is not Haar. The draw is made on the CPU in float64 (construction time only, so the
     result is identical across devices for a given generator) and then moved.
+
+    Reference: F. Mezzadri. *How to Generate Random Matrices from the Classical Compact Groups.* Notices of the
+    American Mathematical Society 54(5), 2007.
     """
     if dim < 1:
         raise ValueError(f"haar_orthogonal needs dim >= 1, got {dim}.")

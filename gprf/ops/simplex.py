@@ -1,4 +1,10 @@
-r"""Vertices of a regular simplex, applied in :math:`O(d)` (paper 003 §2.3, DESIGN.md §3.2)."""
+r"""Vertices of a regular simplex, applied in :math:`O(d)` (Munkhoeva et al. 2018, §2.3).
+
+The nodes of the SR(3,3) spherical-radial quadrature rules of :class:`~gprf.features.QuadratureFeatures`.
+
+Reference: M. Munkhoeva, Y. Kapushev, E. Burnaev, I. Oseledets. *Quadrature-based Features for Kernel
+Approximation.* Advances in Neural Information Processing Systems (NeurIPS), 2018.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-r"""The real part of the complex-feature GP posterior (Wacker, Kanagawa & Filippone 2024, App. D)."""
+r"""The real part of the complex-feature GP posterior (Wacker, Kanagawa & Filippone 2024, App. D).
+
+Reference: J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of
+Machine Learning Research, 2024 (arXiv:2201.08712).
+"""
 
 from __future__ import annotations
 
@@ -31,6 +35,9 @@ class ComplexFeaturePredictionStrategy(FeatureSpacePredictionStrategy):
     Costs: forming :math:`C` takes about 4 real :math:`NF^2` products against :math:`4NF^2`-equivalent for real
     features with :math:`2F` columns, and its Cholesky 4× the real :math:`F\times F` one against 8× for
     :math:`2F` real features (ibid., §D.3).
+
+    Reference: J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of
+    Machine Learning Research, 2024 (arXiv:2201.08712).
     """
 
     def _weight_features(self, root: FeatureRoot) -> Tensor:

@@ -27,6 +27,9 @@ from it; ibid., Thm. 3.1). Predicting at :math:`x_*` with the features re-centre
 
 Each test point is predicted by its own (or its centre's) approximate model, so there is no joint predictive
 covariance between test points: the predictive covariance is the diagonal of marginal variances.
+
+Reference: J. Wacker, M. Filippone. *Local Random Feature Approximations of the Gaussian Kernel.* Procedia Computer
+Science (KES), 2022 (arXiv:2204.05667).
 """
 
 from __future__ import annotations
