@@ -52,10 +52,14 @@ _PATHS = """
 
 
 def test_botorch_finds_gprf_kernels_after_import_gprf_when_botorch_came_first():
-    output = _run("import botorch\nimport gprf\nfrom gprf.kernels import RandomFourierKernel\n" + textwrap.dedent(_PATHS))
+    output = _run(
+        "import botorch\nimport gprf\nfrom gprf.kernels import RandomFourierKernel\n" + textwrap.dedent(_PATHS)
+    )
     assert output.split() == ["KernelRootFeatureMap", "KernelRootFeatureMap", "(3,)"]
 
 
 def test_botorch_finds_gprf_kernels_built_after_botorch_was_imported():
-    output = _run("import gprf\nfrom gprf.kernels import RandomFourierKernel\nimport botorch\n" + textwrap.dedent(_PATHS))
+    output = _run(
+        "import gprf\nfrom gprf.kernels import RandomFourierKernel\nimport botorch\n" + textwrap.dedent(_PATHS)
+    )
     assert output.split() == ["KernelRootFeatureMap", "KernelRootFeatureMap", "(3,)"]

@@ -74,6 +74,8 @@ def test_other_covariances_keep_gpytorch_behaviour():
             warnings.simplefilter("error")
             torch.testing.assert_close(ours.log_prob(y), theirs.log_prob(y), rtol=0, atol=0)
     with linop_settings.fast_computations(log_prob=False):
-        with mock.patch.object(torch.distributions.MultivariateNormal, "log_prob", autospec=True, return_value=torch.tensor(0.0)) as dense:
+        with mock.patch.object(
+            torch.distributions.MultivariateNormal, "log_prob", autospec=True, return_value=torch.tensor(0.0)
+        ) as dense:
             ours.log_prob(y)
     assert dense.call_count == 1

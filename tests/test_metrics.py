@@ -18,11 +18,15 @@ def test_relative_frobenius_error():
     assert metrics.relative_frobenius_error(approx, exact).item() == pytest.approx(expected, rel=1e-12)
     # LinearOperators and complex approximations (real part) are accepted.
     complex_approx = torch.complex(approx, torch.ones_like(approx))
-    assert metrics.relative_frobenius_error(complex_approx, DenseLinearOperator(exact)).item() == pytest.approx(expected)
+    assert metrics.relative_frobenius_error(
+        complex_approx, DenseLinearOperator(exact)
+    ).item() == pytest.approx(expected)
     with pytest.raises(ValueError, match="same size"):
         metrics.relative_frobenius_error(approx[:2], exact)
     batch = torch.stack([approx, exact])
-    torch.testing.assert_close(metrics.relative_frobenius_error(batch, exact), torch.tensor([expected, 0.0], dtype=torch.float64))
+    torch.testing.assert_close(
+        metrics.relative_frobenius_error(batch, exact), torch.tensor([expected, 0.0], dtype=torch.float64)
+    )
 
 
 def test_gaussian_kl_matches_torch_and_is_a_mean_per_point():

@@ -23,7 +23,8 @@ def test_validate_inputs_modes():
 
 
 def test_factor_dtype_modes():
-    assert gprf.settings.factor_dtype.value() == torch.float64 and gprf.settings.factor_dtype.complex_value() == torch.complex128
+    assert gprf.settings.factor_dtype.value() == torch.float64
+    assert gprf.settings.factor_dtype.complex_value() == torch.complex128
     with gprf.settings.factor_dtype(torch.float32):
         assert gprf.settings.factor_dtype.value() == torch.float32
         assert gprf.settings.factor_dtype.complex_value() == torch.complex64

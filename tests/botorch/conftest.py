@@ -1,4 +1,5 @@
-"""BoTorch models with gprf kernels shared by the tests of gprf.botorch."""
+"""BoTorch models with gprf kernels shared by the tests of gprf.botorch, and the dense references their posteriors and
+acquisition optimizations are checked against."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import torch
 
 pytest.importorskip("botorch")
 
-from botorch.models.transforms import Normalize, Standardize  # noqa: E402
+from botorch.acquisition import AcquisitionFunction
+from botorch.models.transforms import Normalize, Standardize
+from botorch.optim import optimize_acqf
+from botorch.optim.initializers import gen_batch_initial_conditions
 
-import gprf.botorch  # noqa: E402,F401  (registers the pathwise integration)
-from gprf.botorch import RandomFeatureSingleTaskGP  # noqa: E402
+import gprf.botorch  # noqa: F401  (registers the pathwise integration)
+from gprf.botorch import RandomFeatureSingleTaskGP
 
 
 def branin_like(x: torch.Tensor, num_outputs: int) -> torch.Tensor:
@@ -30,7 +34,10 @@ def make_botorch_model(
     data_seed: int = 0,
     **kwargs,
 ) -> RandomFeatureSingleTaskGP:
-    """A RandomFeatureSingleTaskGP with Normalize/Standardize on reproducible data (float64); ``seed`` seeds the features."""
+    """A RandomFeatureSingleTaskGP with Normalize/Standardize on reproducible data (float64).
+
+    ``seed`` seeds the features, ``data_seed`` the data.
+    """
     generator = torch.Generator().manual_seed(data_seed)
     x = (2 * torch.rand(n, d, generator=generator, dtype=torch.float64) - 1).to(device)
     y = branin_like(x, num_outputs)
@@ -43,3 +50,42 @@ def make_botorch_model(
         outcome_transform=Standardize(num_outputs),
         **kwargs,
     )
+
+
+def dense_posterior(model, test_x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Mean and variance (``M x m``) of ``model.posterior(test_x)`` from the dense function-space GP formulas.
+
+    :math:`\mu_* + K_{*X}(K_{XX} + \Sigma)^{-1}(y - \mu_X)` and :math:`k_{**} - K_{*X}(K_{XX} + \Sigma)^{-1}K_{X*}`
+    with the kernel matrices evaluated densely (``N x N`` solves) in the model's transformed space — inputs through its
+    input transform, targets and noise as the model stores them (standardized) — then untransformed by the outcome
+    transform, as BoTorch's posterior is. The model predicts through the feature-space (Woodbury) route, so equality
+    checks that route against the definition.
+    """
+    with torch.no_grad():
+        (train_x,) = model.train_inputs
+        targets = model.train_targets
+        x = model.transform_inputs(test_x)
+        kernel = model.covar_module
+        system = kernel(train_x).to_dense() + torch.diag_embed(model.likelihood.noise.expand(targets.shape))
+        cross = kernel(x, train_x).to_dense()
+        residual = (targets - model.mean_module(train_x)).unsqueeze(-1)
+        mean = model.mean_module(x) + (cross @ torch.linalg.solve(system, residual)).squeeze(-1)
+        variance = kernel(x, diag=True) - (cross * torch.linalg.solve(system, cross.mT).mT).sum(-1)
+        # (m, M) -> (M, m), or (M,) -> (M, 1) for one output.
+        mean, variance = (t.mT if model.num_outputs > 1 else t.unsqueeze(-1) for t in (mean, variance))
+        return model.outcome_transform.untransform(mean, variance)
+
+
+def optimize_from_fixed_starts(
+    acquisition: AcquisitionFunction, bounds: torch.Tensor, q: int, num_restarts: int = 2, raw_samples: int = 32
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``optimize_acqf`` from initial conditions drawn with a fixed seed: ``(candidates, value, starts)``.
+
+    The starts are BoTorch's own choice among ``raw_samples`` scrambled Sobol points (seed 0), passed explicitly so
+    that the optimized value can be compared with the value at each start: L-BFGS-B never ends worse than it began.
+    """
+    starts = gen_batch_initial_conditions(acquisition, bounds, q, num_restarts, raw_samples, options={"seed": 0})
+    candidates, value = optimize_acqf(
+        acquisition, bounds, q=q, num_restarts=num_restarts, batch_initial_conditions=starts, options={"maxiter": 10}
+    )
+    return candidates, value, starts

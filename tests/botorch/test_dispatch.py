@@ -1,15 +1,28 @@
-"""gprf's entries in BoTorch's pathwise dispatchers hand every model without a gprf kernel to BoTorch unchanged."""
+"""gprf.botorch.dispatch: gprf's entries in BoTorch's pathwise dispatchers — models with a gprf kernel get prior paths
+from the kernel's own features and the weight-space update (posterior paths that reproduce the posterior, Thompson
+sampling on them), and every other model is handed to BoTorch unchanged, bit for bit."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import textwrap
+from unittest import mock
 
 import pytest
 import torch
+from botorch.acquisition.thompson_sampling import PathwiseThompsonSampling
+from botorch.models import SingleTaskGP
+from botorch.sampling.pathwise import draw_matheron_paths
+from gpytorch.kernels import ScaleKernel
+
+import gprf.botorch.dispatch as gprf_dispatch
+from gprf.kernels import RandomFourierKernel
+from tests.botorch.conftest import make_botorch_model, optimize_from_fixed_starts
 
 pytestmark = pytest.mark.botorch
+
 
 _EXACT_PATHS = """
     import sys
@@ -23,10 +36,16 @@ _EXACT_PATHS = """
     y = torch.stack([torch.sin(5 * x).sum(-1), x.prod(-1)], -1)
     test_x = torch.rand(8, 3, generator=generator, dtype=torch.float64)
     values = []
-    for model in (SingleTaskGP(x, y[:, :1]), SingleTaskGP(x, y), SingleTaskGP(x, y[:, :1], train_Yvar=torch.full_like(y[:, :1], 0.01))):
+    for model in (
+        SingleTaskGP(x, y[:, :1]),
+        SingleTaskGP(x, y),
+        SingleTaskGP(x, y[:, :1], train_Yvar=torch.full_like(y[:, :1], 0.01)),
+    ):
         model.eval()
         torch.manual_seed(1)
-        values.append(draw_matheron_paths(model, torch.Size([16]))(test_x.unsqueeze(-3) if model.num_outputs > 1 else test_x))
+        values.append(
+            draw_matheron_paths(model, torch.Size([16]))(test_x.unsqueeze(-3) if model.num_outputs > 1 else test_x)
+        )
     torch.save(values, sys.argv[1])
 """
 
@@ -44,5 +63,95 @@ def test_exact_kernel_models_get_bit_identical_paths_with_and_without_gprf(tmp_p
         )
         assert completed.returncode == 0, completed.stderr[-3000:]
         results[mode] = torch.load(path)
-    for ours, theirs in zip(results["with-gprf"], results["without-gprf"]):
+    for ours, theirs in zip(results["with-gprf"], results["without-gprf"], strict=True):
         assert torch.equal(ours, theirs)
+
+
+NUM_PATHS = 20_000
+
+
+Z_BOUND = 5.0
+
+
+def _evaluate(paths, model, x):
+    """Path values ``S x M x m`` (BoTorch puts the outputs of batched models in a batch dimension)."""
+    if model.num_outputs == 1:
+        return paths(x).unsqueeze(-1)
+    return paths(x.unsqueeze(-3)).transpose(-1, -2)
+
+
+@pytest.mark.parametrize("num_outputs", [1, 2])
+def test_matheron_paths_reproduce_the_posterior(num_outputs, device):
+    model = make_botorch_model(num_outputs=num_outputs, n=30, num_features=32, device=device)
+    model.eval()
+    test_x = (2 * torch.rand(4, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64) - 1).to(device)
+    posterior = model.posterior(test_x)
+    mean, covariance = posterior.mean, posterior.mvn.covariance_matrix.detach()
+    torch.manual_seed(0)
+    with torch.no_grad():
+        samples = _evaluate(draw_matheron_paths(model, torch.Size([NUM_PATHS])), model, test_x)  # S x M x m
+
+    variance = posterior.variance.detach()
+    z_mean = (samples.mean(0) - mean.detach()) / (variance / NUM_PATHS).sqrt()
+    assert z_mean.abs().max() < Z_BOUND
+    # Sample variance of Gaussian values: standard error sigma^2 sqrt(2 / (S - 1)).
+    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
+    assert z_variance.abs().max() < Z_BOUND
+    # Cross-covariances between test points (first output): se sqrt((s_ii s_jj + s_ij^2) / S).
+    first = samples[..., 0] - samples[..., 0].mean(0)
+    sample_covariance = first.mT @ first / (NUM_PATHS - 1)
+    exact = covariance if num_outputs == 1 else covariance[: test_x.size(0), : test_x.size(0)]
+    diag = exact.diagonal()
+    standard_error = ((diag.unsqueeze(-1) * diag + exact.square()) / NUM_PATHS).sqrt()
+    assert ((sample_covariance - exact) / standard_error).abs().max() < Z_BOUND
+
+
+def test_gprf_models_dispatch_to_the_weight_space_update():
+    model = make_botorch_model()
+    model.eval()
+    with mock.patch.object(gprf_dispatch, "weight_space_update", wraps=gprf_dispatch.weight_space_update) as spy:
+        draw_matheron_paths(model, torch.Size([3]))
+    assert spy.call_count == 1
+
+
+def test_other_models_keep_botorch_update():
+    x = torch.rand(20, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    model = SingleTaskGP(x, torch.sin(4 * x).sum(-1, keepdim=True))
+    model.eval()
+    with (
+        mock.patch.object(gprf_dispatch, "weight_space_update") as ours,
+        mock.patch.object(
+            gprf_dispatch, "botorch_gaussian_update", wraps=gprf_dispatch.botorch_gaussian_update
+        ) as theirs,
+    ):
+        paths = draw_matheron_paths(model, torch.Size([3]))
+    assert ours.call_count == 0 and theirs.call_count == 1
+    assert paths(x[:4]).shape == (3, 4)
+
+
+def test_plain_single_task_gp_with_gprf_kernel_samples_paths():
+    """Thompson sampling on a plain SingleTaskGP with a gprf kernel: paths are linear in the kernel's own features."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.rand(25, 2, generator=generator, dtype=torch.float64)
+    kernel = ScaleKernel(RandomFourierKernel(32, num_dims=2, ard_num_dims=2, seed=0))
+    model = SingleTaskGP(x, torch.sin(4 * x).sum(-1, keepdim=True), covar_module=kernel)
+    model.eval()
+    acquisition = PathwiseThompsonSampling(model)
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)  # the paths are drawn from the global RNG at the first evaluation
+        candidates, value, starts = optimize_from_fixed_starts(acquisition, bounds, q=3, raw_samples=16)
+    assert candidates.shape == (3, 2) and bool(((candidates >= 0) & (candidates <= 1)).all())
+    with torch.no_grad():
+        torch.testing.assert_close(acquisition(candidates.unsqueeze(0)).squeeze(0), value, rtol=1e-12, atol=1e-12)
+        assert value >= acquisition(starts).max() - 1e-12
+        # The value is the sum over the q paths of path i at candidate i, and path i is
+        # mu + phi(x)^T (w_i + v_i) in the standardized space, with phi the kernel's scaled root, w_i the prior
+        # weights and v_i the weight-space update: no features but the kernel's own.
+        paths = acquisition.samples._path.paths
+        weights = paths["prior_paths"].weight + paths["update_paths"].weight  # (q, F)
+        features = kernel.base_kernel.features(candidates) * kernel.outputscale.sqrt()
+        standardized = model.mean_module.constant + (features * weights).sum(-1)
+        transform = model.outcome_transform
+        expected = (transform.means.squeeze() + transform.stdvs.squeeze() * standardized).sum()
+    torch.testing.assert_close(value, expected, rtol=1e-10, atol=1e-10)

@@ -1,4 +1,7 @@
-"""RandomFeatureSingleTaskGP and plain SingleTaskGP with gprf kernels through BoTorch's model API."""
+"""gprf.botorch.models: RandomFeatureSingleTaskGP (and a plain SingleTaskGP with a gprf kernel) through BoTorch's model
+API — posteriors equal to the dense GP formulas, acquisition optimization whose result is re-evaluated and compared
+with its starts, fantasies and conditioning equal to refits, subset_output, state_dict, pickling, output batch
+dimensions, and refused kernels."""
 
 from __future__ import annotations
 
@@ -17,13 +20,13 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from gprf.botorch import RandomFeatureSingleTaskGP
+from gprf.botorch.models import output_batch_dims
 from gprf.kernels import PolynomialSketchKernel, RandomFourierKernel
 from gprf.prediction import FeatureSpacePredictionStrategy
-
-from tests.botorch.conftest import make_botorch_model
-
+from tests.botorch.conftest import dense_posterior, make_botorch_model, optimize_from_fixed_starts
 
 pytestmark = pytest.mark.botorch
+
 
 def _fit(model) -> None:
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model), optimizer_kwargs={"options": {"maxiter": 20}})
@@ -49,12 +52,31 @@ def test_default_kernel_follows_botorch_defaults():
 def test_transformed_input_dimension_sizes_the_kernel():
     from botorch.models.transforms.input import FilterFeatures
 
-    x = torch.rand(10, 4, dtype=torch.float64)
+    generator = torch.Generator().manual_seed(0)
+    x = torch.rand(10, 4, generator=generator, dtype=torch.float64)
+    y = torch.sin(3 * x).sum(-1, keepdim=True)
     selected = FilterFeatures(feature_indices=torch.tensor([0, 2]))
-    model = RandomFeatureSingleTaskGP(x, x.sum(-1, keepdim=True), num_features=16, input_transform=selected, seed=0)
-    assert model.covar_module.feature_map.input_dim == 2 and model.covar_module.lengthscale.shape == (1, 2)
+    model = RandomFeatureSingleTaskGP(x, y, num_features=16, input_transform=selected, seed=0)
+    kernel = model.covar_module
+    assert kernel.feature_map.input_dim == 2 and kernel.lengthscale.shape == (1, 2)
     model.eval()
-    assert model.posterior(x[:3]).mean.shape == (3, 1)
+    test_x = torch.rand(3, 4, generator=generator, dtype=torch.float64)
+    posterior = model.posterior(test_x)
+    # The finite model of columns 0 and 2 in weight space: w ~ N(0, I), f = R(x[:, [0, 2]]) w, targets standardized.
+    with torch.no_grad():
+        root, test_root = kernel.features(x[:, [0, 2]]), kernel.features(test_x[:, [0, 2]])
+        noise, constant = model.likelihood.noise, model.mean_module.constant
+        capacitance = torch.eye(16, dtype=torch.float64) + root.mT @ root / noise
+        weights = torch.linalg.solve(capacitance, root.mT @ (model.train_targets - constant) / noise)
+        mean = constant + test_root @ weights
+        variance = (test_root * torch.linalg.solve(capacitance, test_root.mT).mT).sum(-1)
+        mean, variance = model.outcome_transform.untransform(mean.unsqueeze(-1), variance.unsqueeze(-1))
+    torch.testing.assert_close(posterior.mean, mean, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(posterior.variance, variance, rtol=1e-10, atol=1e-10)
+    # The dropped columns do not matter.
+    moved = test_x.clone()
+    moved[:, [1, 3]] += 0.5
+    torch.testing.assert_close(model.posterior(moved).mean, posterior.mean, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("num_outputs", [1, 2])
@@ -63,8 +85,11 @@ def test_fit_posterior_and_acquisition(num_outputs, device):
     _fit(model)
     test_x = _test_points(device=device)
     posterior = model.posterior(test_x)
-    assert posterior.mean.shape == (6, num_outputs) and (posterior.variance > 0).all()
     assert isinstance(model.prediction_strategy, FeatureSpacePredictionStrategy)
+    # Woodbury in feature space against N x N solves, both in float64: they agree far below 1e-8.
+    mean, variance = dense_posterior(model, test_x)
+    torch.testing.assert_close(posterior.mean.detach(), mean, rtol=1e-8, atol=1e-8)
+    torch.testing.assert_close(posterior.variance.detach(), variance, rtol=1e-8, atol=1e-8)
 
     bounds = torch.tensor([[-1.0] * 3, [1.0] * 3], dtype=torch.float64, device=device)
     objective = None
@@ -76,8 +101,13 @@ def test_fit_posterior_and_acquisition(num_outputs, device):
         model, X_baseline=model.train_inputs[0][..., 0, :, :] if num_outputs > 1 else model.train_inputs[0],
         sampler=SobolQMCNormalSampler(torch.Size([32]), seed=0), objective=objective, prune_baseline=False,
     )
-    candidates, value = optimize_acqf(acquisition, bounds, q=2, num_restarts=2, raw_samples=32, options={"maxiter": 10})
-    assert candidates.shape == (2, 3) and torch.isfinite(value)
+    candidates, value, starts = optimize_from_fixed_starts(acquisition, bounds, q=2)
+    assert candidates.shape == (2, 3) and bool(((candidates >= -1) & (candidates <= 1)).all())
+    with torch.no_grad():
+        # The returned value is the acquisition at the returned candidates (fixed base samples: deterministic) ...
+        torch.testing.assert_close(acquisition(candidates.unsqueeze(0)).squeeze(0), value, rtol=1e-12, atol=1e-12)
+        # ... and L-BFGS-B (each restart on its own) ends no worse than its best start.
+        assert value >= acquisition(starts).max() - 1e-12
 
 
 def test_knowledge_gradient_uses_feature_space_fantasies():
@@ -85,11 +115,26 @@ def test_knowledge_gradient_uses_feature_space_fantasies():
     _fit(model)
     acquisition = qKnowledgeGradient(model, num_fantasies=4)
     bounds = torch.tensor([[-1.0] * 3, [1.0] * 3], dtype=torch.float64)
-    candidates, value = optimize_acqf(acquisition, bounds, q=1, num_restarts=2, raw_samples=16, options={"maxiter": 5})
-    assert candidates.shape == (1, 3) and torch.isfinite(value)
+    options = {"maxiter": 5, "seed": 0}  # the seed of the initial conditions
+    candidates, value = optimize_acqf(acquisition, bounds, q=1, num_restarts=2, raw_samples=16, options=options)
+    assert candidates.shape == (1, 3) and bool(((candidates >= -1) & (candidates <= 1)).all()) and torch.isfinite(value)
     fantasy = model.fantasize(candidates, sampler=SobolQMCNormalSampler(torch.Size([4]), seed=0))
-    fantasy.posterior(_test_points())
+    test_x = _test_points()
+    fantasy_posterior = fantasy.posterior(test_x)
     assert isinstance(fantasy.prediction_strategy, FeatureSpacePredictionStrategy)
+    # Each fantasy is the model conditioned on its fantasized observation: the same finite model refitted on the
+    # training data plus that point (state copied, targets in the model's standardized space).
+    full_x = torch.cat([model.train_inputs[0], model.transform_inputs(candidates)], -2)
+    fantasized = fantasy.train_targets[..., -1]
+    assert fantasized.shape == (4,) and fantasized.unique().numel() == 4
+    reference = make_botorch_model()
+    reference.load_state_dict(model.state_dict())
+    reference.eval()
+    for j in range(4):
+        reference.set_train_data(full_x, torch.cat([model.train_targets, fantasized[j : j + 1]]), strict=False)
+        expected = reference.posterior(test_x)
+        torch.testing.assert_close(fantasy_posterior.mean[j], expected.mean, rtol=0, atol=1e-8)
+        torch.testing.assert_close(fantasy_posterior.variance[j], expected.variance, rtol=0, atol=1e-8)
 
 
 @pytest.mark.parametrize("num_outputs", [1, 2])
@@ -102,7 +147,8 @@ def test_condition_on_observations_equals_refit(num_outputs):
     new_y = torch.randn(3, num_outputs, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     conditioned = model.condition_on_observations(new_x, new_y)
     # The same finite model on all the data (state copied, targets standardized as the model saw them).
-    full_x = torch.cat([model.train_inputs[0][..., :, :], model.transform_inputs(new_x).expand(*model.train_inputs[0].shape[:-2], 3, 3)], -2)
+    train_x = model.train_inputs[0]
+    full_x = torch.cat([train_x, model.transform_inputs(new_x).expand(*train_x.shape[:-2], 3, 3)], -2)
     standardized, _ = model.outcome_transform(new_y)
     full_y = torch.cat([model.train_targets, standardized.mT.reshape(model.train_targets.shape[:-1] + (3,))], -1)
     reference = make_botorch_model(num_outputs=num_outputs)
@@ -164,8 +210,32 @@ def test_plain_single_task_gp_with_gprf_kernel_keeps_working():
     y = torch.sin(5 * x).sum(-1, keepdim=True)
     kernel = ScaleKernel(PolynomialSketchKernel(num_features=32, num_dims=2, degree=2, seed=0))
     model = SingleTaskGP(x, y, covar_module=kernel)
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    model.train()
+    before = mll(model(*model.train_inputs), model.train_targets).item()
     _fit(model)
-    assert model.posterior(x[:4]).mean.shape == (4, 1)
+    model.train()
+    assert mll(model(*model.train_inputs), model.train_targets).item() > before
+    model.eval()
+    test_x = torch.rand(4, 2, generator=generator, dtype=torch.float64)
+    posterior = model.posterior(test_x)
+    assert isinstance(model.prediction_strategy, FeatureSpacePredictionStrategy)
+    mean, variance = dense_posterior(model, test_x)
+    torch.testing.assert_close(posterior.mean.detach(), mean, rtol=1e-8, atol=1e-8)
+    torch.testing.assert_close(posterior.variance.detach(), variance, rtol=1e-8, atol=1e-8)
+
+
+def test_output_batch_dims_cover_every_batched_parameter_and_draw():
+    model = make_botorch_model(num_outputs=2)
+    dims = output_batch_dims(model, torch.Size([2]))
+    assert dims == model._subset_batch_dict
+    tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    for name, dim in dims.items():
+        assert tensors[name].size(dim) == 2, name
+    assert {
+        "covar_module.raw_lengthscale", "covar_module.feature_map.frequencies", "mean_module.raw_constant"
+    } <= set(dims)
+    assert output_batch_dims(model, torch.Size()) == {}
 
 
 def test_non_feature_kernel_is_rejected_by_name():

@@ -47,20 +47,6 @@ def test_register_rejects_duplicates_and_bad_names():
         register(Approximation("a,b", "comma", APPROXIMATIONS["rff"].factory))
 
 
-def test_parse_methods_validates_names_kernels_and_feature_counts(monkeypatch):
-    assert parse_methods(None, "rbf", 8) == methods_for_kernel("rbf")
-    assert parse_methods(" qmc, rff ,qmc", "rbf", 8) == ["qmc", "rff"]
-    with pytest.raises(CLIError, match="unknown method.*'x'.*valid methods: rff, orf, sorf, qmc"):
-        parse_methods("rff,x", "rbf", 8)
-    with pytest.raises(CLIError, match="even F"):
-        parse_methods("orf", "rbf", 9)
-    rbf_only = Approximation("rbfonly", "t", APPROXIMATIONS["rff"].factory, kernels=("rbf",))
-    monkeypatch.setitem(APPROXIMATIONS, "rbfonly", rbf_only)
-    with pytest.raises(CLIError, match="'rbfonly' cannot approximate --kernel matern12"):
-        parse_methods("rbfonly", "matern12", 8)
-    assert "rbfonly" not in parse_methods(None, "matern12", 8)
-
-
 MACLAURIN_METHODS = ["maclaurin-rad", "maclaurin-srht", "maclaurin-srht-complex"]
 
 

@@ -1,12 +1,10 @@
-"""``python -m gprf bench`` sub-benchmarks (``--what``): each runs, and reports its ratios and fields.
+"""``python -m gprf bench`` (gprf.cli.bench): every sub-benchmark through ``--what`` with its ratios and report
+fields, devices, the global RNG and thread count left alone, and argparse errors.
 
 Tiny sizes only; timings are reported, never asserted.
 """
 
 from __future__ import annotations
-
-import json
-import math
 
 import pytest
 import torch
@@ -14,20 +12,9 @@ import torch
 from gprf.cli import main
 from gprf.cli.bench import SUB_BENCHMARKS, sub_benchmarks
 from gprf.cli.bench_featurize import RATIOS
-from gprf.cli.bench_roofline import mll_flops, roofline_report
-from gprf.cli.bench_thompson import thompson_candidates
+from tests.cli.conftest import TINY_BENCH, TINY_SUB_BENCH, run_json
 
 pytestmark = pytest.mark.usefixtures("single_thread")
-
-TINY = ["bench", "--n", "120", "--d", "3", "--features", "16", "--test-points", "20", "--repeats", "1",
-        "--warmup", "0", "--exact-max-n", "0", "--featurize-n", "50", "--featurize-dims", "3,8",
-        "--thompson-n", "150", "--thompson-exact-n", "60", "--paths", "7", "--candidates", "40", "--quiet"]  # fmt: skip
-
-
-def run_json(tmp_path, capsys, *extra: str) -> tuple[str, dict]:
-    out = tmp_path / "bench.json"
-    assert main([*TINY, *extra, "--json", str(out)]) == 0
-    return capsys.readouterr().out, json.loads(out.read_text())
 
 
 def test_all_sub_benchmarks_report_their_ratios_and_fields(tmp_path, capsys):
@@ -56,7 +43,7 @@ def test_all_sub_benchmarks_report_their_ratios_and_fields(tmp_path, capsys):
     for per in featurize["median_s"].values():
         assert len(per) == 8 and all(t > 0 for t in per.values())
     assert set(featurize["ratios"]) == {f"{a}/{b}" for a, b in RATIOS}
-    for (a, b), values in zip(RATIOS, featurize["ratios"].values()):
+    for (a, b), values in zip(RATIOS, featurize["ratios"].values(), strict=True):
         for d, ratio in values.items():
             assert ratio == pytest.approx(featurize["median_s"][d][a] / featurize["median_s"][d][b])
     assert "sorf-fwht/orf-dense" in text and "srht-fwht/gaussian-sketch" in text
@@ -72,21 +59,8 @@ def test_all_sub_benchmarks_report_their_ratios_and_fields(tmp_path, capsys):
     assert "BoTorch's dense update at the large N=150 would need" in text and "ratio gprf/botorch" in text
 
 
-def test_a_single_sub_benchmark_runs_alone(tmp_path, capsys):
-    text, report = run_json(tmp_path, capsys, "--what", "featurize", "--dtype", "float32")
-    assert "featurize" in report and "median_s" not in report and "thompson" not in report
-    assert "float32 on cpu" in text and "MLL step" not in text
-    assert all(math.isfinite(t) for per in report["featurize"]["median_s"].values() for t in per.values())
-
-
-def test_thompson_without_the_small_exact_route(tmp_path, capsys):
-    text, report = run_json(tmp_path, capsys, "--what", "thompson", "--thompson-exact-n", "0")
-    assert set(report["thompson"]["median_s"]) == {"gprf-large"}
-    assert "ratio gprf/botorch" not in text and "would need" in text
-
-
 def test_sub_benchmarks_on_each_device(capsys, device):
-    assert main([*TINY, "--what", "mll,featurize,thompson", "--device", str(device)]) == 0
+    assert main([*TINY_SUB_BENCH, "--what", "mll,featurize,thompson", "--device", str(device)]) == 0
     text = capsys.readouterr().out
     assert f"float64 on {device}" in text and "MLL step / bound" in text and "ratio gprf/botorch" in text
     if device.type == "cuda":
@@ -97,7 +71,7 @@ def test_bench_leaves_the_global_rng_alone():
     torch.manual_seed(7)
     expected = torch.rand(3)
     torch.manual_seed(7)
-    assert main([*TINY, "--what", "thompson"]) == 0  # BoTorch's paths draw from the global RNG
+    assert main([*TINY_SUB_BENCH, "--what", "thompson"]) == 0  # BoTorch's paths draw from the global RNG
     assert torch.equal(torch.rand(3), expected)
 
 
@@ -133,34 +107,18 @@ def test_cuda_mode_without_cuda_is_a_clear_error(capsys):
     assert "argument --device: CUDA is not available on this machine; use --device cpu" in capsys.readouterr().err
 
 
-def test_roofline_report_divides_by_the_flop_bound():
-    gemms = {"RW": {"median_s": 0.5, "flops_per_s": 4e9}, "RtR": {"median_s": 0.4, "flops_per_s": 5e9}}
-    report = roofline_report(gemms, n=1000, f=100, mll_medians={"gprf": 0.03, "RFFKernel": 0.06, "exact": 1.0})
-    bound = mll_flops(1000, 100) / 4e9
-    assert report["bound_s"] == pytest.approx(bound)
-    assert report["multiple_of_bound"] == pytest.approx({"gprf": 0.03 / bound, "RFFKernel": 0.06 / bound})
+def test_bench_leaves_the_global_rng_and_thread_count_alone():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    threads = torch.get_num_threads()
+    torch.manual_seed(123)
+    assert main([*TINY_BENCH, "--exact-max-n", "0", "--threads", "1"]) == 0
+    assert torch.equal(torch.rand(3), expected)
+    assert torch.get_num_threads() == threads
 
 
-def test_thompson_candidates_are_each_paths_pick_among_the_candidates(generator):
-    from gprf.botorch import RandomFeatureSingleTaskGP
-
-    x = torch.rand(30, 2, generator=generator, dtype=torch.float64)
-    y = torch.sin(6 * x).sum(-1, keepdim=True)
-    candidates = torch.rand(25, 2, generator=generator, dtype=torch.float64)
-    model = RandomFeatureSingleTaskGP(x, y, num_features=32, seed=0)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        picks = thompson_candidates(model, 9, candidates)
-    assert picks.shape == (9, 2)
-    assert all((candidates == pick).all(-1).any() for pick in picks)
-
-
-
-def test_a_dense_update_that_cannot_fit_is_a_clear_error(capsys):
-    """N = 10^6 with 100 paths needs 102 * 10^12 * 8 bytes (about 742 TiB): refused before anything runs."""
+def test_bench_odd_features_is_an_argparse_error(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        main(["bench", "--what", "thompson", "--thompson-exact-n", "1000000", "--quiet"])
+        main(["bench", "--features", "7"])
     assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert "argument --thompson-exact-n: BoTorch's dense update at N=1000000 with 100 paths needs" in err
-    assert "lower --thompson-exact-n (0 skips the exact route) or --paths" in err
+    assert "python -m gprf bench: error: argument --features: must be even" in capsys.readouterr().err

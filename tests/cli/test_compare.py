@@ -1,50 +1,23 @@
-"""End-to-end tests of ``python -m gprf compare|bench`` through the in-process ``main(argv)``.
-
-Tiny configurations only; timings are reported but never asserted.
-"""
+"""``python -m gprf compare`` (gprf.cli.compare) end to end through the in-process ``main(argv)``: every method's
+finite metrics, defaults, deterministic repeats, CSV data, float32 and plots, newly registered approximations,
+``--methods`` parsing, and argparse errors. Tiny configurations only; timings are reported but never asserted."""
 
 from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
-import numpy as np
 import pytest
 import torch
 
 from gprf.cli import main
 from gprf.cli.approximations import APPROXIMATIONS, Approximation, methods_for_kernel
+from gprf.cli.compare import parse_methods
+from gprf.cli.options import CLIError
 from gprf.kernels import RandomFourierKernel
-
-TINY_COMPARE = ["compare", "--subsample", "80", "--max-train", "120", "--fit-iters", "5", "--features", "16", "--quiet"]
-TINY_BENCH = ["bench", "--n", "150", "--d", "3", "--features", "16", "--test-points", "20", "--repeats", "1",
-              "--warmup", "0", "--quiet"]  # fmt: skip
+from tests.cli.conftest import TINY_COMPARE, table_rows, write_csv
 
 
-def table_rows(text: str) -> dict[str, list[str]]:
-    """Rows of the first table in ``text`` (between the dashed rule and the next blank line), by first cell."""
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("---"))
-    rows = {}
-    for line in lines[start + 1 :]:
-        if not line.strip():
-            break
-        cells = line.split()
-        rows[cells[0]] = cells[1:]
-    return rows
-
-
-def write_csv(path, num_rows: int = 60, seed: int = 0) -> None:
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(num_rows, 3))
-    y = np.sin(x[:, 0]) + 0.5 * x[:, 1] + 0.1 * rng.normal(size=num_rows)
-    lines = ["a,b,c,label,y"] + [f"{r[0]},{r[1]},{r[2]},row{i},{t}" for i, (r, t) in enumerate(zip(x, y))]
-    path.write_text("\n".join(lines) + "\n")
-
-
-# ------------------------------------------------------------------------------------------------ compare
 def test_compare_reports_every_method_with_finite_numbers(capsys, tmp_path):
     out_json = tmp_path / "out.json"
     assert main([*TINY_COMPARE, "--methods", "rff,orf", "--json", str(out_json)]) == 0
@@ -170,64 +143,15 @@ def test_compare_csv_target_errors_name_the_columns(capsys, tmp_path, target, me
         assert "available columns: a, b, c, label, y" in err
 
 
-# ------------------------------------------------------------------------------------------------ bench
-def test_bench_reports_ratios_against_rffkernel_and_exact(capsys, tmp_path):
-    out_json = tmp_path / "bench.json"
-    assert main([*TINY_BENCH, "--exact-max-n", "200", "--json", str(out_json)]) == 0
-    text = capsys.readouterr().out
-    assert "MLL step (forward + backward): gprf" in text
-    assert "ratio gprf/RFFKernel" in text and "ratio gprf/exact" in text
-    assert "(both LowRankRootAddedDiagLinearOperator: Woodbury" in text
-    rows = table_rows(text)
-    assert set(rows) == {"MLL", "predict,"}  # first words of the three measures' labels
-
-    report = json.loads(out_json.read_text())
-    assert report["models"] == ["gprf", "RFFKernel", "exact"]
-    assert report["same_training_path"] is True
-    for measure in ("mll_step", "predict_cold", "predict_warm"):
-        assert set(report["ratios"][measure]) == {"gprf/RFFKernel", "gprf/exact"}
-        assert all(t > 0 for t in report["median_s"][measure].values())
-
-
-def test_bench_skips_the_exact_gp_above_exact_max_n(capsys):
-    assert main([*TINY_BENCH, "--exact-max-n", "100"]) == 0
-    text = capsys.readouterr().out
-    assert "exact GP skipped: N=150 > --exact-max-n 100" in text
-    assert "ratio gprf/RFFKernel" in text and "gprf/exact" not in text
-
-
-def test_bench_leaves_the_global_rng_and_thread_count_alone():
-    torch.manual_seed(123)
-    expected = torch.rand(3)
-    threads = torch.get_num_threads()
-    torch.manual_seed(123)
-    assert main([*TINY_BENCH, "--exact-max-n", "0", "--threads", "1"]) == 0
-    assert torch.equal(torch.rand(3), expected)
-    assert torch.get_num_threads() == threads
-
-
-def test_bench_odd_features_is_an_argparse_error(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(["bench", "--features", "7"])
-    assert exit_info.value.code == 2
-    assert "python -m gprf bench: error: argument --features: must be even" in capsys.readouterr().err
-
-
-# ------------------------------------------------------------------------------------------------ entry point
-def test_python_dash_m_gprf_help():
-    result = subprocess.run([sys.executable, "-m", "gprf", "--help"], capture_output=True, text=True, check=True)
-    assert "compare" in result.stdout and "bench" in result.stdout
-
-
-def test_missing_command_is_an_error(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main([])
-    assert exit_info.value.code == 2
-    assert "required: <command>" in capsys.readouterr().err
-
-
-def test_compare_and_bench_run_on_each_device(capsys, device):
-    assert main([*TINY_COMPARE, "--methods", "rff", "--device", str(device)]) == 0
-    assert f"float64 on {device}" in capsys.readouterr().out
-    assert main([*TINY_BENCH, "--device", str(device), "--exact-max-n", "200"]) == 0
-    assert "ratio gprf/exact" in capsys.readouterr().out
+def test_parse_methods_validates_names_kernels_and_feature_counts(monkeypatch):
+    assert parse_methods(None, "rbf", 8) == methods_for_kernel("rbf")
+    assert parse_methods(" qmc, rff ,qmc", "rbf", 8) == ["qmc", "rff"]
+    with pytest.raises(CLIError, match="unknown method.*'x'.*valid methods: rff, orf, sorf, qmc"):
+        parse_methods("rff,x", "rbf", 8)
+    with pytest.raises(CLIError, match="even F"):
+        parse_methods("orf", "rbf", 9)
+    rbf_only = Approximation("rbfonly", "t", APPROXIMATIONS["rff"].factory, kernels=("rbf",))
+    monkeypatch.setitem(APPROXIMATIONS, "rbfonly", rbf_only)
+    with pytest.raises(CLIError, match="'rbfonly' cannot approximate --kernel matern12"):
+        parse_methods("rbfonly", "matern12", 8)
+    assert "rbfonly" not in parse_methods(None, "matern12", 8)

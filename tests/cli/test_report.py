@@ -1,16 +1,12 @@
-"""Tables, numbers, JSON and timing helpers of the CLI (gprf.cli.report, gprf.cli.timing, gprf.cli.options)."""
+"""gprf.cli.report: tables, number formats, JSON without NaN, and progress lines."""
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
-import torch
 
-from gprf.cli.options import CLIError, fraction, positive_int, resolve_device
 from gprf.cli.report import Progress, format_number, format_seconds, format_table, write_json
-from gprf.cli.timing import interleaved_timings, timed
 
 
 def test_format_table_aligns_columns():
@@ -38,30 +34,3 @@ def test_progress_writes_lines_only_when_enabled(capsys):
     Progress("t", enabled=False)("hidden")
     err = capsys.readouterr().err
     assert "hello" in err and "hidden" not in err and err.startswith("[t ")
-
-
-def test_interleaved_timings_calls_each_function_warmup_plus_repeats_times():
-    calls = {"a": 0, "b": 0}
-
-    def make(name):
-        def fn():
-            calls[name] += 1
-
-        return fn
-
-    times = interleaved_timings({"a": make("a"), "b": make("b")}, torch.device("cpu"), repeats=3, warmup=2)
-    assert calls == {"a": 5, "b": 5}
-    assert {k: len(v) for k, v in times.items()} == {"a": 3, "b": 3}
-    assert timed(lambda: 4, torch.device("cpu"))[0] == 4
-
-
-def test_argument_types_and_device():
-    assert positive_int("3") == 3 and fraction("0.5") == 0.5
-    for bad in ("0", "x", "-1"):
-        with pytest.raises(argparse.ArgumentTypeError):
-            positive_int(bad)
-    with pytest.raises(argparse.ArgumentTypeError):
-        fraction("1")
-    assert resolve_device("cpu") == torch.device("cpu")
-    with pytest.raises(CLIError, match="--device"):
-        resolve_device("banana")

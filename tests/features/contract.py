@@ -1,4 +1,5 @@
-"""Checks of the FeatureMap contract shared by the tests of every feature family."""
+"""Checks of the feature-map contract shared by the tests of every feature family, and the readers the generic
+contract tests in tests/features/test_base.py use for maps of any kind (one root or two, composite maps)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,38 @@ from collections.abc import Callable
 
 import torch
 
-from gprf.features import FeatureMap
+from gprf.features import FeatureMap, FeatureMapBase, SignedFeatureMap
 
 
 def random_buffers(feature_map: FeatureMap) -> dict[str, torch.Tensor]:
-    """The map's random draws, by buffer name."""
+    """The map's own random draws, by buffer name."""
     return {name: getattr(feature_map, name) for name in feature_map._random_buffer_names}
+
+
+def all_draws(feature_map: FeatureMapBase) -> dict[str, torch.Tensor]:
+    """Every random draw of the map and of the maps inside it (e.g. a Maclaurin map's sketches), by qualified name."""
+    draws = {}
+    for prefix, module in feature_map.named_modules():
+        if isinstance(module, FeatureMapBase):
+            for name in module._random_buffer_names:
+                draws[f"{prefix}.{name}" if prefix else name] = getattr(module, name)
+    return draws
+
+
+def real_roots(feature_map: FeatureMapBase, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The real roots of the map at ``x``: ``(R,)`` for a FeatureMap, ``(A, B)`` for a SignedFeatureMap."""
+    if isinstance(feature_map, SignedFeatureMap):
+        return tuple(feature_map(x))
+    return (feature_map.real_features(x),)
+
+
+def kernel_estimate(feature_map: FeatureMapBase, x: torch.Tensor) -> torch.Tensor:
+    r"""The map's kernel matrix at ``x``: :math:`\mathrm{Re}\,\Phi\Phi^H` or :math:`AA^\top - BB^\top`."""
+    if isinstance(feature_map, SignedFeatureMap):
+        a, b = feature_map(x)
+        return a @ a.mT - b @ b.mT
+    phi = feature_map(x)
+    return (phi @ phi.conj().mT).real
 
 
 def check_resample_contract(build: Callable[..., FeatureMap], x: torch.Tensor) -> torch.Tensor:
@@ -38,8 +65,13 @@ def check_resample_contract(build: Callable[..., FeatureMap], x: torch.Tensor) -
 
 def build_in_float64(factory: Callable[..., FeatureMap], *args, **kwargs) -> FeatureMap:
     """``factory(*args, **kwargs)`` with float64 draws: feature maps create their buffers in the default dtype."""
+    return build_in(torch.float64, factory, *args, **kwargs)
+
+
+def build_in(dtype: torch.dtype, factory: Callable[..., FeatureMapBase], *args, **kwargs) -> FeatureMapBase:
+    """``factory(*args, **kwargs)`` with ``dtype`` as torch's default dtype, restored afterwards."""
     previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
+    torch.set_default_dtype(dtype)
     try:
         return factory(*args, **kwargs)
     finally:

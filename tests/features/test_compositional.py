@@ -27,7 +27,9 @@ def _pairs(dim: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
 
 SKELETONS = {
     "one-layer exponential": lambda: Skeleton.fully_connected(5, 1, "exponential"),
-    "two-layer exponential, gaussian pixels": lambda: Skeleton.convolutional(6, 3, 2, 1, DualActivation.exponential(0.8), base_kernel="gaussian"),
+    "two-layer exponential, gaussian pixels": lambda: Skeleton.convolutional(
+        6, 3, 2, 1, DualActivation.exponential(0.8), base_kernel="gaussian"
+    ),
     "two-layer relu": lambda: Skeleton.fully_connected(5, 2, "relu"),
 }
 
@@ -68,7 +70,9 @@ def test_deduplication_fewer_repeats_lower_error(float64):
     assert float(repeats[True].max()) == 0 and float(repeats[False].mean()) > 10
     # Mean squared Frobenius error over 40 independent draws, compared with a 5-sigma margin of the difference.
     diff = errors[False] - errors[True]
-    assert float(diff.mean()) > Z * float(diff.std()) / math.sqrt(diff.numel()), (errors[False].mean(), errors[True].mean())
+    assert float(diff.mean()) > Z * float(diff.std()) / math.sqrt(diff.numel()), (
+        errors[False].mean(), errors[True].mean()
+    )
 
 
 @pytest.mark.parametrize("name", ["one-layer exponential", "two-layer relu"])
@@ -100,7 +104,9 @@ def test_merged_columns_reproduce_all_draws(float64):
 def test_cost_per_feature_does_not_grow_with_dimension(float64):
     # Atoms per feature: Poisson(1) for a unit exponential node, whatever d; linear atoms have no entries.
     for dim in (4, 256):
-        features = CompositionalFeatures(Skeleton.fully_connected(dim, 1, "exponential"), 4000, deduplicate=False, seed=1)
+        features = CompositionalFeatures(
+            Skeleton.fully_connected(dim, 1, "exponential"), 4000, deduplicate=False, seed=1
+        )
         mean = (features.atom_kind != 2).sum() / features.num_features
         assert abs(float(mean) - 1.0) <= Z * math.sqrt(1.0 / 4000)
         assert features.entry_atom.numel() == 0

@@ -16,7 +16,9 @@ Z = 5.0
 def test_relu_coefficients_closed_form_and_sum():
     b = relu_coefficients(8)
     pi = math.pi
-    expected = torch.tensor([1 / pi, 1 / 2, 1 / (2 * pi), 0, 1 / (24 * pi), 0, 1 / (80 * pi), 0, 5 / (896 * pi)], dtype=torch.float64)
+    expected = torch.tensor(
+        [1 / pi, 1 / 2, 1 / (2 * pi), 0, 1 / (24 * pi), 0, 1 / (80 * pi), 0, 5 / (896 * pi)], dtype=torch.float64
+    )
     torch.testing.assert_close(b, expected, rtol=1e-14, atol=0)
     relu = DualActivation.relu()  # tail mass <= 1e-8 dropped, then renormalised
     assert 1.0 - float(relu_coefficients(len(relu.coefficients) - 1).sum()) <= 1e-8
@@ -56,7 +58,10 @@ def test_exponential_series(scale):
     torch.testing.assert_close(act.series(rho), act(rho), rtol=0, atol=1e-14)
     assert abs(act.expected_degree - scale**2) < 1e-12
     # Beyond 1 (second moments) the entire series keeps its closed form.
-    torch.testing.assert_close(act.extended(torch.tensor([1.5], dtype=torch.float64)), torch.exp(torch.tensor([0.5 * scale**2], dtype=torch.float64)))
+    torch.testing.assert_close(
+        act.extended(torch.tensor([1.5], dtype=torch.float64)),
+        torch.exp(torch.tensor([0.5 * scale**2], dtype=torch.float64)),
+    )
 
 
 def test_relu_series_diverges_beyond_one():
@@ -75,7 +80,9 @@ def test_degree_law_matches_coefficients():
     for k, p in enumerate([0.2, 0.5, 0.0, 0.3]):
         frequency = float((degrees == k).double().mean())
         assert abs(frequency - p) <= Z * math.sqrt(p * (1 - p) / n) + 1e-12
-    torch.testing.assert_close(act(torch.tensor(0.5, dtype=torch.float64)), torch.tensor(0.2 + 0.25 + 0.3 * 0.125, dtype=torch.float64))
+    torch.testing.assert_close(
+        act(torch.tensor(0.5, dtype=torch.float64)), torch.tensor(0.2 + 0.25 + 0.3 * 0.125, dtype=torch.float64)
+    )
 
 
 def test_identity_and_names():
@@ -92,7 +99,8 @@ def test_bad_coefficients():
     with pytest.raises(ValueError, match="sum to 1.*normalize=True"):
         DualActivation.from_coefficients([0.5, 0.2])
     torch.testing.assert_close(
-        DualActivation.from_coefficients([1.0, 3.0], normalize=True).coefficients, torch.tensor([0.25, 0.75], dtype=torch.float64)
+        DualActivation.from_coefficients([1.0, 3.0], normalize=True).coefficients,
+        torch.tensor([0.25, 0.75], dtype=torch.float64),
     )
     with pytest.raises(ValueError, match="all zero"):
         DualActivation.from_coefficients([0.0, 0.0], normalize=True)

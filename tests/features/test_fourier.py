@@ -71,7 +71,7 @@ def _estimates(feature_map: RandomFourierFeatures, x: torch.Tensor, y: torch.Ten
     return (feature_map(x) * feature_map(y)).sum(-1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _batched_map(kernel: str, sampler: str) -> RandomFourierFeatures:
     seed = 1000 + 10 * KERNELS.index(kernel) + UNBIASED_SAMPLERS.index(sampler)
     return _rff(DIM, NUM_FEATURES, kernel, sampler, batch_shape=(NUM_DRAWS,), seed=seed)
@@ -190,7 +190,7 @@ def test_no_closed_form_variance_for_other_samplers(sampler):
 
 
 # ---------------------------------------------------------------------------------------- digits
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _digits(num_points: int | None = None) -> torch.Tensor:
     """scikit-learn digits (d = 64) divided by the median pairwise distance (typical distances ~ 1)."""
     x = torch.as_tensor(load_digits().data, dtype=torch.float64)
@@ -200,7 +200,7 @@ def _digits(num_points: int | None = None) -> torch.Tensor:
     return x / distances[distances > 0].median()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _digit_pairs(num_pairs: int = 100) -> tuple[torch.Tensor, torch.Tensor]:
     x = _digits()
     generator = torch.Generator().manual_seed(3)

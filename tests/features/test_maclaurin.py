@@ -83,8 +83,10 @@ def _kernel_args(kernel: str) -> dict:
     return {"degree": 3, "bias": 0.5} if kernel == "polynomial" else {}
 
 
-@functools.lru_cache(maxsize=None)
-def _random_draws(kernel: str, sketch: str, is_complex: bool, max_degree: int | None) -> tuple[torch.Tensor, MaclaurinFeatures]:
+@functools.cache
+def _random_draws(
+    kernel: str, sketch: str, is_complex: bool, max_degree: int | None
+) -> tuple[torch.Tensor, MaclaurinFeatures]:
     """Real-part estimates of NUM_DRAWS independently seeded random-Maclaurin maps with F = 4."""
     seed0 = 10_000 * (1 + RANDOM_CASES.index((kernel, sketch, is_complex, max_degree)))
     draws, allocations = [], set()
@@ -164,7 +166,7 @@ FIXED_CASES = [(sketch, is_complex) for sketch in ("rademacher", "gaussian", "sr
 POLYNOMIAL_ALLOCATION = [6, 0, 9]  # degree 2 left out on purpose: E k_hat is then not the kernel
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _fixed_map(kernel: str, sketch: str, is_complex: bool) -> MaclaurinFeatures:
     seed = 20_000 + 10 * FIXED_CASES.index((sketch, is_complex)) + (kernel == "polynomial")
     if kernel == "polynomial":
@@ -245,7 +247,7 @@ def test_variance_is_the_sum_over_degrees():
 
 
 # ---------------------------------------------------------------------------------------- digits
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _unit_digits(num_points: int) -> torch.Tensor:
     x = torch.as_tensor(load_digits().data[:num_points], dtype=torch.float64)
     return x / x.norm(dim=-1, keepdim=True)
@@ -270,7 +272,9 @@ def test_optimized_beats_random_maclaurin_on_digits(degree):
     seeds = NUM_SEEDS[degree]
     x = _unit_digits(300)
     exact = (x @ x.mT + 1) ** degree
-    optimized = _maclaurin(64, 256, kernel="polynomial", degree=degree, sketch="srht", batch_shape=(seeds,), seed=degree)
+    optimized = _maclaurin(
+        64, 256, kernel="polynomial", degree=degree, sketch="srht", batch_shape=(seeds,), seed=degree
+    )
     optimized.fit_allocation(x)
     features = optimized(x)
     optimized_errors = relative_frobenius_error(features @ features.mT, exact)
@@ -473,7 +477,9 @@ def test_gradcheck_inputs(kernel, sketch, is_complex):
 
 
 def test_device(device):
-    feature_map = _maclaurin(3, 12, kernel="gaussian", sketch="srht", complex=True, allocation=[4, 4, 3], seed=0).to(device)
+    feature_map = _maclaurin(
+        3, 12, kernel="gaussian", sketch="srht", complex=True, allocation=[4, 4, 3], seed=0
+    ).to(device)
     x = _points(5, 3, 0.5, seed=1)
     phi = feature_map(x.to(device))
     assert phi.device.type == device.type

@@ -23,7 +23,7 @@ from gprf.features import MaclaurinAllocation, MaclaurinFeatures, PolynomialSket
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _reference_digits() -> tuple[torch.Tensor, float]:
     """DESIGN.md §3.4: standardise over all 1797 rows (ddof 0, constant columns' std set to 1), keep the
     first 1000 rows, divide by the median of the full 1000 x 1000 distance matrix (zeros included)."""
@@ -103,7 +103,13 @@ def test_budget_and_degree_range(sketch, kernel, is_complex):
     x = torch.randn(30, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 0.8
     for num_features, min_degree, max_degree in ((10, 2, 10), (64, 3, 6), (257, 2, 4), (5, 4, 10)):
         result = optimize_maclaurin_allocation(
-            x, num_features, kernel=kernel, sketch=sketch, complex=is_complex, min_degree=min_degree, max_degree=max_degree
+            x,
+            num_features,
+            kernel=kernel,
+            sketch=sketch,
+            complex=is_complex,
+            min_degree=min_degree,
+            max_degree=max_degree,
         )
         counts = result.counts
         assert sum(counts) == num_features - 1
@@ -128,7 +134,9 @@ def test_polynomial_never_allocates_above_the_degree(degree, sketch, float64):
     x = torch.rand(30, 5, generator=torch.Generator().manual_seed(degree), dtype=torch.float64)
     x = x / x.norm(dim=-1, keepdim=True)
     for num_features in (8, 100, 600):
-        counts = optimize_maclaurin_allocation(x, num_features, kernel="polynomial", degree=degree, sketch=sketch).counts
+        counts = optimize_maclaurin_allocation(
+            x, num_features, kernel="polynomial", degree=degree, sketch=sketch
+        ).counts
         assert len(counts) <= degree and sum(counts) == num_features - 1
     # The feature map agrees, and min_degree is clipped to the degree.
     feature_map = MaclaurinFeatures(5, 64, kernel="polynomial", degree=degree, sketch=sketch, min_degree=5, seed=0)
@@ -164,7 +172,15 @@ def _independent_statistics(x, counts, kernel, sketch, is_complex, degree=None, 
     truncation bias from the truncated expansion (mean over all pairs i, j)."""
     n, d = x.shape
     feature_map = MaclaurinFeatures(
-        d, 1 + sum(counts), kernel=kernel, sketch=sketch, complex=is_complex, allocation=counts, degree=degree, bias=bias, seed=0
+        d,
+        1 + sum(counts),
+        kernel=kernel,
+        sketch=sketch,
+        complex=is_complex,
+        allocation=counts,
+        degree=degree,
+        bias=bias,
+        seed=0,
     ).double()
     assert bool((feature_map.center == 0).all())
     i, j = _pairs_upper(n)
@@ -198,11 +214,22 @@ def test_returned_variance_and_bias_match_independent_computation(kernel, sketch
     x = torch.randn(18, 4, generator=torch.Generator().manual_seed(5), dtype=torch.float64) * 0.6
     degree, bias = (3, 0.5) if kernel == "polynomial" else (None, None)
     result = optimize_maclaurin_allocation(
-        x, num_features, kernel=kernel, sketch=sketch, complex=is_complex, degree=degree, bias=bias, min_degree=2, max_degree=8
+        x,
+        num_features,
+        kernel=kernel,
+        sketch=sketch,
+        complex=is_complex,
+        degree=degree,
+        bias=bias,
+        min_degree=2,
+        max_degree=8,
     )
     variance, squared_bias = _independent_statistics(x, result.counts, kernel, sketch, is_complex, degree, bias)
     assert math.isclose(result.variance, variance, rel_tol=1e-9), (result.variance, variance)
-    assert math.isclose(result.squared_bias, squared_bias, rel_tol=1e-9, abs_tol=1e-25), (result.squared_bias, squared_bias)
+    assert math.isclose(result.squared_bias, squared_bias, rel_tol=1e-9, abs_tol=1e-25), (
+        result.squared_bias,
+        squared_bias,
+    )
 
 
 def _srht_within_block(x, dim, degree, is_complex) -> float:

@@ -1,4 +1,4 @@
-r"""Statistical and contract tests of SignedRandomFeatures and the signed spectra (DESIGN.md §3.5, paper 001).
+r"""Statistical and contract tests of SignedRandomFeatures (DESIGN.md §3.5, paper 001).
 
 Monte-Carlo tests draw ``n`` independent maps as one batched module, use fixed seeds, and accept with the
 z-score bound ``|estimate - target| <= Z * SE`` (Z = 5), SE from the closed-form variance or from the draws.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import math
 
-import numpy as np
 import pytest
 import torch
 from sklearn.datasets import load_digits
@@ -21,15 +20,13 @@ from gprf.features import (
     delta_gaussian_spectrum,
     spherical_polynomial_spectrum,
 )
-from gprf.features.signed_spectra import sphere_characteristic
 from gprf.metrics import relative_frobenius_error
+from tests.features.conftest import DELTA, X_DELTA, Y_DELTA, Z
 from tests.features.contract import build_in_float64
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
-Z = 5.0
 NUM_DRAWS = 2000
-DELTA = delta_gaussian_spectrum([1.5, -1.0], [1.0, 0.4])
 
 
 def _signed(*args, **kwargs) -> SignedRandomFeatures:
@@ -41,85 +38,20 @@ def _estimates(feature_map: SignedRandomFeatures, x: torch.Tensor, y: torch.Tens
     return (a_x * a_y).sum(-1) - (b_x * b_y).sum(-1)
 
 
-def _sphere_pairs(dim: int, angles: tuple[float, ...], seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Unit vectors x_i, y_i at the given angles (distances 2 sin(angle / 2))."""
-    generator = torch.Generator().manual_seed(seed)
-    basis, _ = torch.linalg.qr(torch.randn(dim, dim, generator=generator, dtype=torch.float64))
-    angles = torch.tensor(angles, dtype=torch.float64)
-    x = basis[:, 0].expand(len(angles), dim)
-    y = torch.cos(angles).unsqueeze(-1) * basis[:, 0] + torch.sin(angles).unsqueeze(-1) * basis[:, 1]
-    return x, y
-
-
-X_DELTA, Y_DELTA = _sphere_pairs(4, (0.3, 0.8, 1.4, 2.2, 3.0), seed=0)
-
-
 def _mean_within(draws: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     se = draws.std(dim=0) / math.sqrt(draws.size(0))
     return (draws.mean(dim=0) - target).abs() <= Z * se
 
 
-# ---------------------------------------------------------------------------------------- spectra
-def test_delta_gaussian_masses_and_parts():
-    x, y = X_DELTA, Y_DELTA
-    r = (x - y).norm(dim=-1)
-    assert DELTA.masses == (1.5, 1.0)
-    torch.testing.assert_close(DELTA.profile(r), 1.5 * torch.exp(-r**2 / 2) - torch.exp(-r**2 / 0.32))
-    torch.testing.assert_close(DELTA.expected_profile(r), DELTA.profile(r))
-    torch.testing.assert_close(DELTA.part_profile("negative", r), torch.exp(-r**2 / 0.32))
-
-
-def test_delta_gaussian_norm_law_is_exact():
-    # The negative part is N(0, sigma^-2 I): its norm is chi_d / sigma, with E w^2 = d / sigma^2.
-    norms = DELTA.sample_norms("negative", (20000,), 4, torch.Generator().manual_seed(0))
-    second = norms.square()
-    se = second.std() / math.sqrt(second.numel())
-    assert (second.mean() - 4 / 0.16).abs() <= Z * se
-
-
-def test_sphere_characteristic_matches_closed_forms():
-    t = np.array([0.0, 1e-6, 0.3, 2.0, 7.0, 40.0])
-    np.testing.assert_allclose(sphere_characteristic(t, 3), np.sinc(t / np.pi), rtol=1e-12, atol=1e-14)
-    from scipy.special import j0
-
-    np.testing.assert_allclose(sphere_characteristic(t, 2), j0(t), rtol=1e-12, atol=1e-14)
-
-
-@pytest.mark.parametrize(("a", "degree", "dim"), [(2.0, 3, 4), (2.0, 2, 3)])
-def test_spherical_density_fourier_transform_reproduces_kernel(a, degree, dim):
-    """Integrating the eq. 18 density against cos (radially: Omega_d) gives (1 - z^2/a^2)^p back.
-
-    The variation is finite here (a = 2, p > (d-1)/2); with W = 80 the measured bias is below 1e-3 for
-    every distance on the sphere, within Landau's uniform bound on the neglected tail.
-    """
-    spectrum = spherical_polynomial_spectrum(a, degree, dim, truncation=80.0)
-    r = torch.linspace(0.0, 2.0, 9, dtype=torch.float64)
-    bias = spectrum.truncation_bias(r)
-    assert bool((bias.abs() <= spectrum.tail_variation_bound).all()), (bias, spectrum.tail_variation_bound)
-    assert float(bias.abs().max()) < 1e-3, bias
-    # Power: a wrong normalisation of the density (e.g. eq. 18's (2 pi)^(d/2) factor) is far off.
-    assert abs(float(spectrum.masses[0] - spectrum.masses[1]) - 1.0) < 1e-3
-
-
-def test_spherical_truncation_is_required_when_the_variation_diverges():
-    with pytest.raises(ValueError, match="truncation=W"):
-        spherical_polynomial_spectrum(3.0, 1, 16)
-    truncated = spherical_polynomial_spectrum(3.0, 1, 3, truncation=10.0)
-    assert truncated.tail_variation_bound == math.inf
-    # The reported bias is real: at z = 0 the truncated kernel misses 1 by ~0.32.
-    bias = truncated.truncation_bias(torch.tensor([0.0], dtype=torch.float64))
-    assert abs(float(bias)) > 0.1
-
-
 # ---------------------------------------------------------------------------------------- unbiasedness
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _batched(kind: str, sampler: str) -> SignedRandomFeatures:
     spectrum = DELTA if kind == "delta" else _spherical_spectrum()
     seed = 100 + 10 * ("delta", "spherical").index(kind) + ("iid", "orthogonal").index(sampler)
     return _signed(4, 6, spectrum, sampler=sampler, batch_shape=(NUM_DRAWS,), seed=seed)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _spherical_spectrum():
     # Divergent total variation (a = 3): the features are unbiased for the truncated kernel only.
     return spherical_polynomial_spectrum(3.0, 1, 4, truncation=6.0)
@@ -152,7 +84,9 @@ def test_diagonal_is_the_mass_difference():
     feature_map = _batched("spherical", "orthogonal")
     x = X_DELTA[:2]
     positive, negative = feature_map.spectrum.masses
-    torch.testing.assert_close(_estimates(feature_map, x, x), torch.full((NUM_DRAWS, 2), positive - negative, dtype=torch.float64))
+    torch.testing.assert_close(
+        _estimates(feature_map, x, x), torch.full((NUM_DRAWS, 2), positive - negative, dtype=torch.float64)
+    )
 
 
 # ---------------------------------------------------------------------------------------- variance
@@ -235,16 +169,6 @@ def test_resample_seed_batch_and_dtype(device, dtype):
 
 
 def test_bad_input():
-    with pytest.raises(ValueError, match="identically zero"):
-        delta_gaussian_spectrum([1.0, -1.0], [2.0, 2.0])
-    with pytest.raises(ValueError, match="lengthscales must be positive"):
-        delta_gaussian_spectrum([1.0], [0.0])
-    with pytest.raises(ValueError, match="equal length"):
-        delta_gaussian_spectrum([1.0, 2.0], [1.0])
-    with pytest.raises(ValueError, match="truncation must be a positive"):
-        spherical_polynomial_spectrum(2.0, 3, 4, truncation=-1.0)
-    with pytest.raises(ValueError, match="degree"):
-        spherical_polynomial_spectrum(2.0, -1, 4, truncation=5.0)
     with pytest.raises(ValueError, match="input_dim=5"):
         SignedRandomFeatures(5, 4, _spherical_spectrum())
     with pytest.raises(TypeError, match="SignedRadialSpectrum"):

@@ -12,7 +12,8 @@ from gprf.features.skeleton import augmented_unit
 
 @pytest.fixture
 def xy(generator):
-    return torch.randn(7, 6, generator=generator, dtype=torch.float64), torch.randn(5, 6, generator=generator, dtype=torch.float64)
+    x = torch.randn(7, 6, generator=generator, dtype=torch.float64)
+    return x, torch.randn(5, 6, generator=generator, dtype=torch.float64)
 
 
 def test_fully_connected_kernels(xy):
@@ -31,7 +32,11 @@ def test_fully_connected_kernels(xy):
 def test_mean_over_inputs_and_sharing(xy):
     x, y = xy
     # Node 2 averages the two base kernels, node 3 reuses node 0 and node 2.
-    sk = Skeleton(6, [InputNode((0, 1, 2)), InputNode((3, 4, 5), "gaussian")], [InternalNode((0, 1), "identity"), InternalNode((0, 2), "relu")])
+    sk = Skeleton(
+        6,
+        [InputNode((0, 1, 2)), InputNode((3, 4, 5), "gaussian")],
+        [InternalNode((0, 1), "identity"), InternalNode((0, 2), "relu")],
+    )
     k_a = augmented_unit(x, (0, 1, 2)) @ augmented_unit(y, (0, 1, 2)).mT
     k_b = torch.exp(-0.5 * torch.cdist(x[:, 3:], y[:, 3:]) ** 2)
     torch.testing.assert_close(sk.kernel(x, y), relu_dual((k_a + (k_a + k_b) / 2) / 2))
@@ -54,7 +59,11 @@ def test_convolutional_structure(xy):
 
 def test_bad_skeletons():
     with pytest.raises(ValueError, match="cycle: internal nodes \\[1, 2, 3\\]"):
-        Skeleton(2, [InputNode((0, 1))], [InternalNode((0, 2), "relu"), InternalNode((1,), "relu"), InternalNode((2,), "relu")])
+        Skeleton(
+            2,
+            [InputNode((0, 1))],
+            [InternalNode((0, 2), "relu"), InternalNode((1,), "relu"), InternalNode((2,), "relu")],
+        )
     with pytest.raises(ValueError, match="internal node 1 has no inputs"):
         Skeleton(2, [InputNode((0, 1))], [InternalNode((), "relu")])
     with pytest.raises(ValueError, match="nodes \\[1, 2\\] feed nothing"):

@@ -32,7 +32,9 @@ def _rows(n: int, dim: int, generator: torch.Generator, nonnegative: bool = True
 
 
 def _map(dim: int, num_features: int, degree: int, sketch: str, is_complex: bool, **kwargs) -> PolynomialSketch:
-    return build_in_float64(PolynomialSketch, dim, num_features, degree, sketch=sketch, complex=is_complex, seed=0, **kwargs)
+    return build_in_float64(
+        PolynomialSketch, dim, num_features, degree, sketch=sketch, complex=is_complex, seed=0, **kwargs
+    )
 
 
 def _variance(x, y, degree, sketch, is_complex, part="total", num_features=TABLE_FEATURES, **kwargs) -> torch.Tensor:
@@ -107,7 +109,7 @@ def test_pair_statistics_and_pair_count():
 
 
 # ---------------------------------------------------------------------------------------- the table
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _table() -> dict[tuple[str, bool], list[float]]:
     """Mean E|k_hat - k|^2 over 1000 pairs of |N(0, I_32)| unit vectors, F = 512, p = 1..9."""
     generator = torch.Generator().manual_seed(1000)
@@ -129,7 +131,7 @@ def _format_table(table: dict[tuple[str, bool], list[float]]) -> str:
     for (sketch, is_complex), values in table.items():
         name = f"{sketch} {'complex' if is_complex else 'real'}"
         lines.append(f"{name:<20}" + "".join(f"{v:>11.4g}" for v in values))
-    ratios = [c / r for c, r in zip(table[("gaussian", True)], table[("gaussian", False)])]
+    ratios = [c / r for c, r in zip(table[("gaussian", True)], table[("gaussian", False)], strict=True)]
     lines.append(f"{'gaussian cplx/real':<20}" + "".join(f"{v:>11.4g}" for v in ratios))
     return "\n".join(lines)
 
@@ -144,9 +146,9 @@ def test_variance_table_on_nonnegative_data():
     # On non-negative data the complex sketches win from p = 2 on, by a growing factor.
     for sketch in SKETCHES:
         real, complex_ = table[(sketch, False)], table[(sketch, True)]
-        assert all(cv < rv for cv, rv in zip(complex_[1:], real[1:]))
-    ratios = [c / r for c, r in zip(table[("gaussian", True)], table[("gaussian", False)])]
-    assert all(b < a for a, b in zip(ratios[1:], ratios[2:]))
+        assert all(cv < rv for cv, rv in zip(complex_[1:], real[1:], strict=True))
+    ratios = [c / r for c, r in zip(table[("gaussian", True)], table[("gaussian", False)], strict=True)]
+    assert all(b < a for a, b in zip(ratios[1:], ratios[2:], strict=False))
 
 
 def _gaussian_ratio(x: torch.Tensor, y: torch.Tensor, degree: int = 3) -> torch.Tensor:

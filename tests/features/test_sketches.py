@@ -37,8 +37,8 @@ import torch
 from scipy.linalg import hadamard
 
 from gprf.features import SKETCHES, FeatureMap, PolynomialSketch
-from tests.features.contract import check_resample_contract, random_buffers
 from gprf.features.sketch_variance import pair_statistics, sketch_variance
+from tests.features.contract import check_resample_contract, random_buffers
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -72,7 +72,7 @@ def _unit_rows(n: int, dim: int, seed: int, nonnegative: bool) -> torch.Tensor:
     return x / x.norm(dim=-1, keepdim=True)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _pairs(data: str, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Three random pairs of unit vectors plus one pair (x, x)."""
     nonnegative = data == "nonnegative"
@@ -111,7 +111,7 @@ def _config(sketch: str, degree: int, bias: float) -> tuple[int, int, int]:
     return dim, draws, features
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _draws(sketch: str, is_complex: bool, degree: int, data: str, bias: float, seed: int):
     """(map without the batch, x, y, estimates of shape (num_draws, 4)) of a configuration."""
     dim, num_draws, num_features = _config(sketch, degree, bias)
@@ -445,8 +445,6 @@ def _build(case: tuple[str, bool], degree: int = 2, num_features: int = 6, **kwa
     sketch, is_complex = case
     kwargs.setdefault("seed", 0)
     return _sketch(DIM, num_features, degree, sketch=sketch, complex=is_complex, **kwargs)
-
-
 
 
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)

@@ -12,7 +12,7 @@ from linear_operator.operators import LowRankRootLinearOperator
 
 from gprf.features import Skeleton
 from gprf.kernels import CompositionalKernel, CompositionalRandomFeatureKernel
-from tests.kernels.test_random_fourier import SEED, RandomFeatureKernelTestCase, _num_dims
+from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, num_dims_of
 from tests.prediction.conftest import ExactModel, make_data, train_and_predict
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -24,7 +24,7 @@ def _skeleton(num_dims: int) -> Skeleton:
 
 class TestCompositionalRandomFeatureKernel(RandomFeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
-        return CompositionalRandomFeatureKernel(_skeleton(_num_dims(kwargs, 2)), 32, seed=SEED, **kwargs)
+        return CompositionalRandomFeatureKernel(_skeleton(num_dims_of(kwargs, 2)), 32, seed=SEED, **kwargs)
 
     def create_kernel_ard(self, num_dims, **kwargs):
         return CompositionalRandomFeatureKernel(_skeleton(num_dims), 32, seed=SEED, ard_num_dims=num_dims, **kwargs)
@@ -32,7 +32,9 @@ class TestCompositionalRandomFeatureKernel(RandomFeatureKernelTestCase, unittest
 
 class TestCompositionalKernel(RandomFeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
-        return CompositionalKernel(Skeleton.convolutional(_num_dims(kwargs, 2), 2, 1, 1, "relu", base_kernel="gaussian"), **kwargs)
+        return CompositionalKernel(
+            Skeleton.convolutional(num_dims_of(kwargs, 2), 2, 1, 1, "relu", base_kernel="gaussian"), **kwargs
+        )
 
     def create_kernel_ard(self, num_dims, **kwargs):
         return CompositionalKernel(_skeleton(num_dims), ard_num_dims=num_dims, **kwargs)

@@ -12,7 +12,7 @@ from gpytorch.kernels import ScaleKernel
 from gprf.features import MaclaurinFeatures
 from gprf.kernels import LocalizedMaclaurinKernel, MaclaurinKernel
 from gprf.linalg import FeatureRootLinearOperator, feature_root
-from tests.kernels.test_random_fourier import SEED, RandomFeatureKernelTestCase, _num_dims
+from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, num_dims_of
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -21,7 +21,9 @@ ALLOCATION = [31, 20, 12]
 
 class TestLocalizedMaclaurinKernel(RandomFeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
-        return LocalizedMaclaurinKernel(64, _num_dims(kwargs, 2), sketch="srht", allocation=ALLOCATION, seed=SEED, **kwargs)
+        return LocalizedMaclaurinKernel(
+            64, num_dims_of(kwargs, 2), sketch="srht", allocation=ALLOCATION, seed=SEED, **kwargs
+        )
 
     def create_kernel_ard(self, num_dims, **kwargs):
         return LocalizedMaclaurinKernel(
@@ -53,7 +55,9 @@ def test_symmetric_covariances_carry_scaled_inputs_through_scale_kernel(float64)
     root = feature_root(covar)
     torch.testing.assert_close(root.inputs, x / kernel.base_kernel.lengthscale)
     torch.testing.assert_close(root.outputscale, kernel.outputscale.detach())
-    torch.testing.assert_close(root.recentred_features(x, x[:1]), kernel.base_kernel.feature_map.real_features_about(x, x[:1]))
+    torch.testing.assert_close(
+        root.recentred_features(x, x[:1]), kernel.base_kernel.feature_map.real_features_about(x, x[:1])
+    )
     # The covariance itself is unchanged: outputscale times the Maclaurin kernel.
     torch.testing.assert_close(covar.to_dense(), 2.5 * kernel.base_kernel(x).to_dense())
 

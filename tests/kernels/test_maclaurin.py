@@ -15,7 +15,7 @@ from gprf.features import MaclaurinFeatures, optimize_maclaurin_allocation
 from gprf.kernels import ExponentialDotProductKernel, MaclaurinKernel, ScaledPolynomialKernel
 from gprf.metrics import relative_frobenius_error
 from gprf.prediction import FeatureSpacePredictionStrategy
-from tests.kernels.test_random_fourier import SEED, RandomFeatureKernelTestCase, _num_dims
+from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, num_dims_of
 from tests.prediction.conftest import ExactModel
 
 # Small matrices: a second OpenMP thread on a shared two-core machine makes them 10x slower.
@@ -30,7 +30,13 @@ EXPONENTIAL_ALLOCATION = [20, 12]
 class TestGaussianMaclaurinKernel(RandomFeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
         return MaclaurinKernel(
-            64, _num_dims(kwargs, 2), kernel="gaussian", sketch="srht", allocation=GAUSSIAN_ALLOCATION, seed=SEED, **kwargs
+            64,
+            num_dims_of(kwargs, 2),
+            kernel="gaussian",
+            sketch="srht",
+            allocation=GAUSSIAN_ALLOCATION,
+            seed=SEED,
+            **kwargs,
         )
 
     def create_kernel_ard(self, num_dims, **kwargs):
@@ -43,7 +49,12 @@ class TestGaussianMaclaurinKernel(RandomFeatureKernelTestCase, unittest.TestCase
 class TestExponentialMaclaurinKernel(RandomFeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
         return MaclaurinKernel(
-            33, _num_dims(kwargs, 2), kernel="exponential", complex=True, allocation=EXPONENTIAL_ALLOCATION, seed=SEED,
+            33,
+            num_dims_of(kwargs, 2),
+            kernel="exponential",
+            complex=True,
+            allocation=EXPONENTIAL_ALLOCATION,
+            seed=SEED,
             **kwargs,
         )
 
@@ -70,7 +81,9 @@ def test_train_inputs_optimize_on_scaled_inputs(float64):
     # The same seed, the same allocation and the same centre: the same features.
     torch.testing.assert_close(kernel.features(x), reference(scaled))
     # The function on the centred sample gives the same allocation.
-    assert optimize_maclaurin_allocation(scaled - scaled.mean(0), 128, kernel="gaussian", sketch="srht").counts == result.counts
+    assert optimize_maclaurin_allocation(
+        scaled - scaled.mean(0), 128, kernel="gaussian", sketch="srht"
+    ).counts == result.counts
 
 
 def test_refit_after_lengthscale_change_follows_the_function(float64):
@@ -100,7 +113,9 @@ def test_refit_with_active_dims_and_batch(float64):
     batched.lengthscale = torch.tensor([[[1.0]], [[2.0]]])
     batched.refit_allocation(x)
     pooled = torch.cat([x / 1.0, x / 2.0])
-    assert batched.feature_map.counts == optimize_maclaurin_allocation(pooled - pooled.mean(0), 64, kernel="gaussian").counts
+    assert batched.feature_map.counts == optimize_maclaurin_allocation(
+        pooled - pooled.mean(0), 64, kernel="gaussian"
+    ).counts
     assert batched(x).to_dense().shape == (2, 60, 60)
 
 

@@ -1,4 +1,5 @@
-"""PolynomialSketchKernel: GPyTorch kernel contract, the exact target, complex real roots, GP training."""
+"""PolynomialSketchKernel: GPyTorch's BaseKernelTestCase for dense, complex SRHT and TensorSketch sketches, the
+kernel as the sketch of scaled inputs with the tied exact target, GP training, and construction errors."""
 
 from __future__ import annotations
 
@@ -10,15 +11,15 @@ import torch
 from gpytorch.kernels import ScaleKernel
 from linear_operator.operators import LowRankRootLinearOperator
 
-from gprf.kernels import PolynomialSketchKernel, ScaledPolynomialKernel
+from gprf.kernels import PolynomialSketchKernel
 from gprf.prediction import FeatureSpacePredictionStrategy
-from tests.kernels.test_random_fourier import SEED, RandomFeatureKernelTestCase, _num_dims
+from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, num_dims_of
 from tests.prediction.conftest import ExactModel, train_by_mll
 
 
 class TestGaussianSketchKernel(RandomFeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
-        return PolynomialSketchKernel(64, _num_dims(kwargs, 2), degree=2, bias=1.0, seed=SEED, **kwargs)
+        return PolynomialSketchKernel(64, num_dims_of(kwargs, 2), degree=2, bias=1.0, seed=SEED, **kwargs)
 
     def create_kernel_ard(self, num_dims, **kwargs):
         return PolynomialSketchKernel(64, num_dims, degree=2, bias=1.0, ard_num_dims=num_dims, seed=SEED, **kwargs)
@@ -26,7 +27,9 @@ class TestGaussianSketchKernel(RandomFeatureKernelTestCase, unittest.TestCase):
 
 class TestComplexSRHTKernel(RandomFeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
-        return PolynomialSketchKernel(32, _num_dims(kwargs, 2), degree=3, sketch="srht", complex=True, seed=SEED, **kwargs)
+        return PolynomialSketchKernel(
+            32, num_dims_of(kwargs, 2), degree=3, sketch="srht", complex=True, seed=SEED, **kwargs
+        )
 
     def create_kernel_ard(self, num_dims, **kwargs):
         return PolynomialSketchKernel(
@@ -36,7 +39,7 @@ class TestComplexSRHTKernel(RandomFeatureKernelTestCase, unittest.TestCase):
 
 class TestTensorSketchKernel(RandomFeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
-        return PolynomialSketchKernel(64, _num_dims(kwargs, 2), degree=2, sketch="tensorsketch", seed=SEED, **kwargs)
+        return PolynomialSketchKernel(64, num_dims_of(kwargs, 2), degree=2, sketch="tensorsketch", seed=SEED, **kwargs)
 
     def create_kernel_ard(self, num_dims, **kwargs):
         return PolynomialSketchKernel(
@@ -44,40 +47,17 @@ class TestTensorSketchKernel(RandomFeatureKernelTestCase, unittest.TestCase):
         )
 
 
-class TestScaledPolynomialKernel(unittest.TestCase, gpytorch.test.base_kernel_test_case.BaseKernelTestCase):
-    def create_kernel_no_ard(self, **kwargs):
-        return ScaledPolynomialKernel(degree=3, bias=0.5, **kwargs)
-
-    def create_kernel_ard(self, num_dims, **kwargs):
-        return ScaledPolynomialKernel(degree=3, bias=0.5, ard_num_dims=num_dims, **kwargs)
-
-
 def _x(n=12, d=3, seed=0):
     return torch.rand(n, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
 
 
-def test_exact_kernels_match_their_formulas():
-    x, y = _x(), _x(7, seed=1)
-    poly = ScaledPolynomialKernel(degree=3, bias=0.5, ard_num_dims=3).double()
-    poly.lengthscale = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
-    expected = ((x / poly.lengthscale) @ (y / poly.lengthscale).mT + 0.5) ** 3
-    torch.testing.assert_close(poly(x, y).to_dense(), expected)
-    torch.testing.assert_close(poly(x, diag=True), ((x / poly.lengthscale).square().sum(-1) + 0.5) ** 3)
-    from gprf.kernels import ExponentialDotProductKernel
-
-    exponential = ExponentialDotProductKernel().double()
-    exponential.lengthscale = 1.3
-    torch.testing.assert_close(exponential(x, y).to_dense(), torch.exp(x @ y.mT / 1.3**2))
-    # exp(x.y) e^{-|x|^2/2} e^{-|y|^2/2} is the RBF kernel (what Maclaurin features build on).
-    rbf = gpytorch.kernels.RBFKernel().double()
-    rbf.lengthscale = 1.3
-    damping = torch.exp(-0.5 * (x / 1.3).square().sum(-1))[:, None] * torch.exp(-0.5 * (y / 1.3).square().sum(-1))[None]
-    torch.testing.assert_close(exponential(x, y).to_dense() * damping, rbf(x, y).to_dense())
-
-
-@pytest.mark.parametrize(("sketch", "is_complex"), [("gaussian", False), ("rademacher", True), ("srht", False), ("srht", True)])
+@pytest.mark.parametrize(
+    ("sketch", "is_complex"), [("gaussian", False), ("rademacher", True), ("srht", False), ("srht", True)]
+)
 def test_kernel_is_the_sketch_of_scaled_inputs_and_exact_is_tied(sketch, is_complex):
-    kernel = PolynomialSketchKernel(16, num_dims=3, degree=2, sketch=sketch, complex=is_complex, bias=1.0, ard_num_dims=3, seed=0).double()
+    kernel = PolynomialSketchKernel(
+        16, num_dims=3, degree=2, sketch=sketch, complex=is_complex, bias=1.0, ard_num_dims=3, seed=0
+    ).double()
     kernel.lengthscale = torch.tensor([0.7, 1.5, 2.5], dtype=torch.float64)
     x = _x()
     phi = kernel.feature_map(x / kernel.lengthscale)
@@ -98,7 +78,9 @@ def test_gp_training_and_prediction(is_complex):
     generator = torch.Generator().manual_seed(3)
     x = torch.rand(150, 4, generator=generator, dtype=torch.float64)
     y = (x.sum(-1) - 2) ** 2 + 0.05 * torch.randn(150, generator=generator, dtype=torch.float64)
-    covar = ScaleKernel(PolynomialSketchKernel(64, num_dims=4, degree=2, sketch="srht", complex=is_complex, bias=1.0, seed=0))
+    covar = ScaleKernel(
+        PolynomialSketchKernel(64, num_dims=4, degree=2, sketch="srht", complex=is_complex, bias=1.0, seed=0)
+    )
     model = ExactModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), covar).double()
     losses = train_by_mll(model, x, y, steps=50)
     assert losses[-1] < losses[0] - 0.5
@@ -122,5 +104,3 @@ def test_bad_input_errors():
         PolynomialSketchKernel(16, num_dims=2, sketch="hadamard")
     with pytest.raises(ValueError, match="num_dims"):
         PolynomialSketchKernel(16)
-    with pytest.raises(ValueError, match="degree"):
-        ScaledPolynomialKernel(degree=2.5)

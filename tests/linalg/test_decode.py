@@ -24,7 +24,9 @@ def test_lazy_scaled_and_noisy_covariances_decode_to_the_same_root():
     torch.testing.assert_close(root.outputscale, model.covar_module.outputscale.detach(), rtol=0, atol=0)
     assert root.noise is None and root.versions == (base.feature_map.draw_version,)
     noisy = feature_root(model.likelihood(model(x)).lazy_covariance_matrix)
-    assert isinstance(model.likelihood(model(x)).lazy_covariance_matrix.evaluate_kernel(), FeatureRootAddedDiagLinearOperator)
+    assert isinstance(
+        model.likelihood(model(x)).lazy_covariance_matrix.evaluate_kernel(), FeatureRootAddedDiagLinearOperator
+    )
     torch.testing.assert_close(noisy.features, root.features, rtol=0, atol=0)
     torch.testing.assert_close(noisy.noise, model.likelihood.noise.detach().expand(1), rtol=0, atol=0)
     torch.testing.assert_close(noisy.scaled_features() @ noisy.scaled_features().mT, lazy.to_dense())

@@ -81,7 +81,9 @@ def test_linear_operator_rebuilds_keep_every_part():
 
 
 @pytest.mark.parametrize(
-    "noise", [torch.tensor(0.3, dtype=torch.float64), torch.full((2, 1), 0.3, dtype=torch.float64)], ids=["scalar", "per-batch"]
+    "noise",
+    [torch.tensor(0.3, dtype=torch.float64), torch.full((2, 1), 0.3, dtype=torch.float64)],
+    ids=["scalar", "per-batch"],
 )
 def test_adding_noise_gives_the_structured_operator(noise):
     operator = _operator()

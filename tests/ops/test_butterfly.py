@@ -25,7 +25,9 @@ def test_fast_application_equals_dense_matrix(dim, generator):
     angles, perms = random_butterfly((2,), dim, generator=generator)
     m = butterfly_matrix(angles, perms)
     x = torch.randn(5, 2, dim, generator=generator, dtype=torch.float64)
-    torch.testing.assert_close(butterfly_apply(x, angles, perms), (m @ x.unsqueeze(-1)).squeeze(-1), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        butterfly_apply(x, angles, perms), (m @ x.unsqueeze(-1)).squeeze(-1), rtol=1e-12, atol=1e-12
+    )
     torch.testing.assert_close(
         butterfly_apply(x, angles, perms, transpose=True), (m.mT @ x.unsqueeze(-1)).squeeze(-1), rtol=1e-12, atol=1e-12
     )

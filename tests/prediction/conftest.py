@@ -1,3 +1,6 @@
+"""Helpers shared by the prediction tests (and others): the plain GPyTorch model users have, reproducible data, a
+model with non-default hyperparameters, the dense weight-space posterior, and marginal-likelihood training."""
+
 from __future__ import annotations
 
 import gpytorch
@@ -28,9 +31,12 @@ def make_data(n: int = 80, d: int = 3, seed: int = 0, dtype=torch.float64, batch
 
 
 def make_model(x, y, likelihood=None, num_features=64, batch_shape=torch.Size(), seed=0):
-    likelihood = likelihood if likelihood is not None else gpytorch.likelihoods.GaussianLikelihood(batch_shape=batch_shape)
+    if likelihood is None:
+        likelihood = gpytorch.likelihoods.GaussianLikelihood(batch_shape=batch_shape)
     kernel = ScaleKernel(
-        RandomFourierKernel(num_features, num_dims=x.size(-1), ard_num_dims=x.size(-1), batch_shape=batch_shape, seed=seed),
+        RandomFourierKernel(
+            num_features, num_dims=x.size(-1), ard_num_dims=x.size(-1), batch_shape=batch_shape, seed=seed
+        ),
         batch_shape=batch_shape,
     )
     model = ExactModel(x, y, likelihood, kernel, batch_shape=batch_shape).to(x.dtype)

@@ -1,4 +1,5 @@
-"""FeatureSpacePredictionStrategy: exactness against the weight-space posterior, settings, fantasies."""
+"""FeatureSpacePredictionStrategy: exactness against the weight-space posterior, settings, fantasies, and the same
+through BoTorch's SingleTaskGP (fitting, posterior, condition_on_observations, fantasize)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,12 @@ from unittest import mock
 import gpytorch
 import pytest
 import torch
+from gpytorch.kernels import ScaleKernel
 from linear_operator.operators import DenseLinearOperator, ZeroLinearOperator
 
-from gprf.exceptions import DispatchFallbackWarning
+from gprf.exceptions import DispatchFallbackWarning, NonFiniteTrainingDataError
 from gprf.kernels import RandomFourierKernel
-from gprf.exceptions import NonFiniteTrainingDataError
-from gprf.linalg import FeatureRootAddedDiagLinearOperator
-from gprf.linalg import CapacitanceFactor
+from gprf.linalg import CapacitanceFactor, FeatureRootAddedDiagLinearOperator
 from gprf.prediction import FeatureSpacePredictionStrategy
 from tests.prediction.conftest import ExactModel, make_data, make_model, train_by_mll, weight_space_prediction
 
@@ -21,7 +21,10 @@ from tests.prediction.conftest import ExactModel, make_data, make_model, train_b
 def test_dispatch_with_and_without_scale_kernel(data64):
     x, y = data64
     test_x = x[:5] + 0.05
-    for covar_module in (RandomFourierKernel(64, num_dims=3, seed=0), gpytorch.kernels.ScaleKernel(RandomFourierKernel(64, num_dims=3, seed=0))):
+    for covar_module in (
+        RandomFourierKernel(64, num_dims=3, seed=0),
+        gpytorch.kernels.ScaleKernel(RandomFourierKernel(64, num_dims=3, seed=0)),
+    ):
         model = ExactModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), covar_module).double().eval()
         model(test_x)
         assert type(model.prediction_strategy) is FeatureSpacePredictionStrategy
@@ -146,7 +149,9 @@ def test_batched_fantasies_at_shared_inputs(data64):
     posterior = fantasy(test_x)
     assert posterior.mean.shape == (5, 9)
     for f in range(5):
-        mean, covar = weight_space_prediction(model, torch.cat([x, new_x]), torch.cat([y, new_y[f]]), test_x, model.likelihood.noise.expand(84))
+        mean, covar = weight_space_prediction(
+            model, torch.cat([x, new_x]), torch.cat([y, new_y[f]]), test_x, model.likelihood.noise.expand(84)
+        )
         torch.testing.assert_close(posterior.mean[f], mean, rtol=0, atol=1e-8)
         torch.testing.assert_close(posterior.covariance_matrix[f], covar, rtol=0, atol=1e-8)
     # Fantasies of fantasies keep updating the factor.
@@ -170,13 +175,17 @@ def test_fallback_is_loud(data64):
     model = make_model(x, y).eval()
     model(x[:2] + 0.1)
     exact_prior = model.forward(x)
-    dense_prior = gpytorch.distributions.MultivariateNormal(exact_prior.mean, DenseLinearOperator(exact_prior.covariance_matrix))
+    dense_prior = gpytorch.distributions.MultivariateNormal(
+        exact_prior.mean, DenseLinearOperator(exact_prior.covariance_matrix)
+    )
     strategy = FeatureSpacePredictionStrategy([x], dense_prior, y, model.likelihood)
     test_x = x[:4] + 0.05
     joint = model.forward(torch.cat([x, test_x]))
     with pytest.warns(DispatchFallbackWarning, match="falling back"):
         mean, covar = strategy.exact_prediction(
-            joint.mean[80:], DenseLinearOperator(joint.covariance_matrix[80:, 80:]), DenseLinearOperator(joint.covariance_matrix[80:, :80])
+            joint.mean[80:],
+            DenseLinearOperator(joint.covariance_matrix[80:, 80:]),
+            DenseLinearOperator(joint.covariance_matrix[80:, :80]),
         )
     reference = model(test_x)
     torch.testing.assert_close(mean, reference.mean, rtol=1e-6, atol=1e-8)
@@ -187,7 +196,9 @@ def test_marginal_likelihood_uses_woodbury_path(data64):
     model = make_model(x, y).train()
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
     original = FeatureRootAddedDiagLinearOperator.inv_quad_logdet
-    with mock.patch.object(FeatureRootAddedDiagLinearOperator, "inv_quad_logdet", autospec=True, side_effect=original) as spy:
+    with mock.patch.object(
+        FeatureRootAddedDiagLinearOperator, "inv_quad_logdet", autospec=True, side_effect=original
+    ) as spy:
         with mock.patch.object(DenseLinearOperator, "inv_quad_logdet", side_effect=AssertionError("dense N x N path")):
             loss = -mll(model(x), y)
     assert spy.call_count == 1
@@ -219,7 +230,9 @@ def test_float32_at_small_noise():
         mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
         loss = -mll(model(x.to(dtype)), y.to(dtype))
         loss.backward()
-        assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+        assert torch.isfinite(loss) and all(
+            torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None
+        )
         model.eval()
         posterior = model(test_x.to(dtype))
         predictions[dtype] = (posterior.mean.double(), posterior.variance.double(), loss.double())
@@ -251,3 +264,89 @@ def test_non_finite_training_targets_are_refused_at_prediction():
     model = make_model(x, y).eval()
     with pytest.raises(NonFiniteTrainingDataError, match="^3 of 50 training points"):
         model(x[:4])
+
+
+# ---------------------------------------------------------------------------------------- BoTorch's SingleTaskGP
+def _botorch_model(num_outputs: int, n: int = 60, d: int = 3):
+    """SingleTaskGP (Normalize, Standardize) with a ScaleKernel(RandomFourierKernel) covariance."""
+    pytest.importorskip("botorch")
+    from botorch.models import SingleTaskGP
+    from botorch.models.transforms import Normalize, Standardize
+
+    generator = torch.Generator().manual_seed(0)
+    train_x = 4 * torch.rand(n, d, generator=generator, dtype=torch.float64)
+    train_y = torch.stack([torch.sin(train_x).sum(-1), torch.cos(train_x).sum(-1)], -1)[:, :num_outputs]
+    batch_shape = torch.Size([num_outputs]) if num_outputs > 1 else torch.Size()
+    kernel = ScaleKernel(
+        RandomFourierKernel(64, num_dims=d, ard_num_dims=d, batch_shape=batch_shape, seed=0), batch_shape=batch_shape
+    )
+    model = SingleTaskGP(
+        train_x, train_y, covar_module=kernel, input_transform=Normalize(d), outcome_transform=Standardize(num_outputs)
+    )
+    return model, train_x, train_y
+
+
+@pytest.mark.botorch
+@pytest.mark.parametrize("num_outputs", [1, 2])
+def test_fit_posterior_and_conditioning(num_outputs):
+    from botorch.fit import fit_gpytorch_mll
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    model, train_x, train_y = _botorch_model(num_outputs)
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model), optimizer_kwargs={"options": {"maxiter": 30}})
+    test_x = torch.rand(7, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 4
+    posterior = model.posterior(test_x)
+    assert posterior.mean.shape == (7, num_outputs)
+    assert type(model.prediction_strategy) is FeatureSpacePredictionStrategy
+    assert (posterior.variance > 0).all()
+
+    new_x = torch.rand(3, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64) * 4
+    new_y = torch.randn(3, num_outputs, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    conditioned = model.condition_on_observations(new_x, new_y)  # raw inputs: BoTorch transforms them
+    assert isinstance(conditioned.prediction_strategy, FeatureSpacePredictionStrategy)
+
+    # Reference: the same model (same hyperparameters, same transforms) built on all the data.
+    reference, _, _ = _botorch_model(num_outputs)
+    reference.load_state_dict(model.state_dict())
+    reference.eval()
+    standardized_new_y, _ = model.outcome_transform(new_y)
+    train_x, train_y = reference.train_inputs[0], reference.train_targets
+    reference.set_train_data(
+        torch.cat([train_x, model.transform_inputs(new_x).expand(*train_x.shape[:-2], 3, 3)], dim=-2),
+        torch.cat([train_y, standardized_new_y.mT.reshape(train_y.shape[:-1] + (3,))], dim=-1),
+        strict=False,
+    )
+    expected = reference(model.transform_inputs(test_x))
+    actual = conditioned(model.transform_inputs(test_x))
+    torch.testing.assert_close(actual.mean, expected.mean, rtol=0, atol=1e-8)
+    torch.testing.assert_close(actual.variance, expected.variance, rtol=0, atol=1e-8)
+
+
+@pytest.mark.botorch
+def test_fantasize_and_sample():
+    from botorch.sampling import SobolQMCNormalSampler
+
+    model, _, _ = _botorch_model(1)
+    model.eval()
+    test_x = torch.rand(5, 3, generator=torch.Generator().manual_seed(4), dtype=torch.float64) * 4
+    model.posterior(test_x)
+    sampler = SobolQMCNormalSampler(sample_shape=torch.Size([4]), seed=0)
+    fantasy = model.fantasize(test_x[:2], sampler=sampler)
+    posterior = fantasy.posterior(test_x)
+    assert isinstance(fantasy.prediction_strategy, FeatureSpacePredictionStrategy)
+    # Each of the 4 fantasies is the model refitted on the training data plus its two fantasized observations.
+    reference, _, _ = _botorch_model(1)
+    reference.load_state_dict(model.state_dict())
+    reference.eval()
+    full_x = torch.cat([model.train_inputs[0], model.transform_inputs(test_x[:2])], dim=-2)
+    for j in range(4):
+        reference.set_train_data(full_x, fantasy.train_targets[j], strict=False)
+        expected = reference.posterior(test_x)
+        torch.testing.assert_close(posterior.mean[j], expected.mean, rtol=0, atol=1e-8)
+        torch.testing.assert_close(posterior.variance[j], expected.variance, rtol=0, atol=1e-8)
+    torch.testing.assert_close(fantasy.train_targets[:, :-2], model.train_targets.expand(4, -1), rtol=0, atol=0)
+    # Posterior sampling with base samples of the test-set size (M <= F and M > F).
+    for m in (5, 100):
+        x = torch.rand(m, 3, generator=torch.Generator().manual_seed(m), dtype=torch.float64) * 4
+        samples = SobolQMCNormalSampler(sample_shape=torch.Size([8]), seed=1)(model.posterior(x))
+        assert samples.shape == (8, m, 1) and torch.isfinite(samples).all()

@@ -10,8 +10,8 @@ from linear_operator.operators import DiagLinearOperator, ZeroLinearOperator
 
 from gprf.exceptions import DispatchFallbackWarning
 from gprf.kernels import LocalizedMaclaurinKernel, MaclaurinKernel
-from gprf.metrics import gaussian_kl
 from gprf.linalg import FeatureRootLinearOperator, feature_root
+from gprf.metrics import gaussian_kl
 from gprf.prediction import FeatureSpacePredictionStrategy, LocalizedPredictionStrategy
 from tests.prediction.conftest import ExactModel, train_by_mll
 
@@ -132,7 +132,9 @@ def test_tiny_threshold_reproduces_per_point_centring_on_training_inputs():
 
 def test_one_cluster_equals_the_global_predictor():
     x, y = _data()
-    test_x = torch.cat([x, 0.2 + 0.6 * torch.rand(20, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)])
+    test_x = torch.cat(
+        [x, 0.2 + 0.6 * torch.rand(20, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)]
+    )
     one = _model(x, y, centers="cluster", max_centers=1)
     global_model = _model(x, y, kernel_cls=MaclaurinKernel)
     with torch.no_grad():
@@ -218,7 +220,9 @@ def test_fantasies_are_rejected_and_fallback_is_loud():
     root = feature_root(model.covar_module(x[:3]))
     plain = FeatureRootLinearOperator(root.features, root.outputscale, versions=root.versions)  # nothing to re-centre
     with pytest.warns(DispatchFallbackWarning, match="global feature-space"):
-        strategy.exact_prediction(torch.zeros(3, dtype=torch.float64), plain, model.covar_module(x[:3], x).evaluate_kernel())
+        strategy.exact_prediction(
+            torch.zeros(3, dtype=torch.float64), plain, model.covar_module(x[:3], x).evaluate_kernel()
+        )
 
 
 def test_gp_level_sinc_training_and_kl():

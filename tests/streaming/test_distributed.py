@@ -27,7 +27,9 @@ def _worker(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
     try:
         x, y = make_data(n=NUM_TRAIN)
         # Uneven shards: the sums must not depend on how the points are split.
-        shard = torch.tensor_split(torch.arange(NUM_TRAIN), [NUM_TRAIN // 4 * (r + 1) for r in range(world_size - 1)])[rank]
+        shard = torch.tensor_split(
+            torch.arange(NUM_TRAIN), [NUM_TRAIN // 4 * (r + 1) for r in range(world_size - 1)]
+        )[rank]
         total = all_reduce_statistics(statistics_of(x[shard], y[shard]))
         try:  # ranks that drew different features must be refused, on every rank
             all_reduce_statistics(statistics_of(x[shard], y[shard], seed=rank))
@@ -46,7 +48,11 @@ def test_all_reduce_equals_single_process(world_size, tmp_path):
     # Forked workers inherit the imported modules (a spawned one re-imports torch and gpytorch: seconds each);
     # forking is safe here as for DataLoader workers, torch resets its thread pools in the child.
     mp.start_processes(
-        _worker, args=(world_size, str(tmp_path / "store"), str(tmp_path)), nprocs=world_size, join=True, start_method="fork"
+        _worker,
+        args=(world_size, str(tmp_path / "store"), str(tmp_path)),
+        nprocs=world_size,
+        join=True,
+        start_method="fork",
     )
     x, y = make_data(n=NUM_TRAIN)
     single = statistics_of(x, y)
@@ -55,7 +61,9 @@ def test_all_reduce_equals_single_process(world_size, tmp_path):
         assert result["refused"]
         for name in SUMMED:
             torch.testing.assert_close(result[name], getattr(single, name), rtol=0, atol=1e-10)
-        torch.testing.assert_close(result["log_marginal_likelihood"], single.log_marginal_likelihood(), rtol=0, atol=1e-10)
+        torch.testing.assert_close(
+            result["log_marginal_likelihood"], single.log_marginal_likelihood(), rtol=0, atol=1e-10
+        )
 
 
 def test_needs_an_initialised_process_group():

@@ -1,0 +1,34 @@
+"""gprf.cli.bench_gp: the marginal-likelihood and prediction timings of ``bench`` against GPyTorch's RFFKernel and the
+exact GP — report fields, ratios, the shared training path, and the exact GP skipped above ``--exact-max-n``."""
+
+from __future__ import annotations
+
+import json
+
+from gprf.cli import main
+from tests.cli.conftest import TINY_BENCH, table_rows
+
+
+def test_bench_reports_ratios_against_rffkernel_and_exact(capsys, tmp_path):
+    out_json = tmp_path / "bench.json"
+    assert main([*TINY_BENCH, "--exact-max-n", "200", "--json", str(out_json)]) == 0
+    text = capsys.readouterr().out
+    assert "MLL step (forward + backward): gprf" in text
+    assert "ratio gprf/RFFKernel" in text and "ratio gprf/exact" in text
+    assert "(both LowRankRootAddedDiagLinearOperator: Woodbury" in text
+    rows = table_rows(text)
+    assert set(rows) == {"MLL", "predict,"}  # first words of the three measures' labels
+
+    report = json.loads(out_json.read_text())
+    assert report["models"] == ["gprf", "RFFKernel", "exact"]
+    assert report["same_training_path"] is True
+    for measure in ("mll_step", "predict_cold", "predict_warm"):
+        assert set(report["ratios"][measure]) == {"gprf/RFFKernel", "gprf/exact"}
+        assert all(t > 0 for t in report["median_s"][measure].values())
+
+
+def test_bench_skips_the_exact_gp_above_exact_max_n(capsys):
+    assert main([*TINY_BENCH, "--exact-max-n", "100"]) == 0
+    text = capsys.readouterr().out
+    assert "exact GP skipped: N=150 > --exact-max-n 100" in text
+    assert "ratio gprf/RFFKernel" in text and "gprf/exact" not in text

@@ -1,0 +1,119 @@
+"""gprf.kernels.feature_map_owner: what kernels owning a random feature map share — the input dimension they are
+built for, inputs divided by a positive lengthscale (or not, for scale-free targets), shared feature draws, batch
+indexing and expansion that keep the draws aligned, and the device and dtype of kernels without a lengthscale."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from gpytorch.kernels import ScaleKernel
+
+from gprf.features import RandomFourierFeatures
+from gprf.kernels import ArcCosineQuadratureKernel, RandomFeatureKernel, RandomFourierKernel
+from gprf.kernels.feature_map_owner import resolve_num_dims
+
+
+@pytest.fixture
+def x64():
+    return torch.randn(30, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+
+
+def test_inputs_with_the_wrong_number_of_columns_get_a_clear_error(x64):
+    kernel = RandomFourierKernel(16, num_dims=3, seed=0).double()
+    with pytest.raises(ValueError, match=r"built for inputs with 3 columns.*num_dims=2"):
+        kernel.features(x64[:, :2])
+    with pytest.raises(ValueError, match="3 columns"):
+        ScaleKernel(kernel)(x64[:, :2]).to_dense()
+
+
+def test_share_features_uses_one_draw_for_every_batch_member():
+    kernel = RandomFourierKernel(16, num_dims=2, batch_shape=torch.Size([3]), seed=0).double()
+    kernel.lengthscale = torch.tensor([0.5, 0.5, 2.0], dtype=torch.float64).view(3, 1, 1)
+    first_member_draws = kernel.feature_map.frequencies[0].clone()
+    assert kernel.share_features() is kernel
+    assert kernel.feature_map.batch_shape == torch.Size()
+    torch.testing.assert_close(kernel.feature_map.frequencies, first_member_draws)
+    x = torch.rand(5, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    covariance = kernel(x).to_dense()
+    assert covariance.shape == (3, 5, 5)
+    torch.testing.assert_close(covariance[0], covariance[1], rtol=0, atol=0)  # same lengthscale, same features
+    assert not torch.allclose(covariance[0], covariance[2])
+    fresh = RandomFourierKernel(16, num_dims=2, batch_shape=torch.Size([3]), seed=1).double().share_features()
+    fresh.load_state_dict(kernel.state_dict())
+    torch.testing.assert_close(fresh(x).to_dense(), covariance, rtol=0, atol=0)
+    kernel.resample_features(torch.Generator().manual_seed(2))
+    assert kernel.feature_map.frequencies.shape == first_member_draws.shape
+
+
+def test_num_dims_is_resolved_from_the_arguments_or_refused():
+    assert resolve_num_dims(4, None, None, "K") == 4
+    assert resolve_num_dims(None, 3, None, "K") == 3
+    assert resolve_num_dims(None, None, [0, 2], "K") == 2
+    assert resolve_num_dims(5, 1, None, "K") == 5  # an isotropic lengthscale fits any dimension
+    with pytest.raises(ValueError, match=r"K needs the input dimension .*num_dims=d"):
+        resolve_num_dims(None, None, None, "K")
+    with pytest.raises(ValueError, match=r"K: ard_num_dims=2 does not match num_dims=3"):
+        resolve_num_dims(3, 2, None, "K")
+    with pytest.raises(ValueError, match="RandomFourierKernel needs the input dimension"):
+        RandomFourierKernel(64)
+    with pytest.raises(ValueError, match="ard_num_dims"):
+        RandomFourierKernel(64, num_dims=3, ard_num_dims=2)
+
+
+def test_lengthscale_must_be_positive(x64):
+    kernel = RandomFourierKernel(16, num_dims=3, ard_num_dims=3, seed=0).double()
+    for bad in (-1.0, 0.0, torch.tensor([0.5, -0.1, 2.0], dtype=torch.float64)):
+        with pytest.raises(ValueError, match="lengthscale must be positive"):
+            kernel.lengthscale = bad
+    with pytest.raises(ValueError, match="lengthscale must be positive"):
+        kernel.initialize(lengthscale=0.0)
+    kernel.lengthscale = torch.tensor([0.5, 1.5, 2.0], dtype=torch.float64)
+    torch.testing.assert_close(kernel.lengthscale, torch.tensor([[0.5, 1.5, 2.0]], dtype=torch.float64))
+    # What the map sees: the inputs divided by the lengthscale, column by column.
+    torch.testing.assert_close(kernel.scale_inputs(x64), x64 / torch.tensor([0.5, 1.5, 2.0], dtype=torch.float64))
+
+
+def test_scale_free_kernels_pass_the_inputs_unscaled(x64):
+    kernel = ArcCosineQuadratureKernel(2, num_dims=3, seed=0).double()
+    assert kernel.scale_inputs(x64) is x64
+    torch.testing.assert_close(kernel.features(x64), kernel.feature_map(x64), rtol=0, atol=0)
+
+
+def test_a_map_with_another_batch_shape_is_refused():
+    feature_map = RandomFourierFeatures(3, 8, batch_shape=(2,), seed=0)
+    with pytest.raises(
+        ValueError, match=r"feature_map.batch_shape \(2,\) differs from the kernel's batch_shape \(3,\)"
+    ):
+        RandomFeatureKernel(feature_map, batch_shape=torch.Size([3]))
+    # Without batch dimensions the map is shared by every batch member.
+    shared = RandomFeatureKernel(RandomFourierFeatures(3, 8, seed=0), batch_shape=torch.Size([3]))
+    assert shared.num_features == 8 and shared.feature_map.batch_shape == torch.Size()
+
+
+def test_device_and_dtype_without_a_lengthscale_come_from_the_draws():
+    kernel = ArcCosineQuadratureKernel(1, num_dims=3, seed=0)
+    assert list(kernel.parameters()) == []  # GPyTorch alone would report the default dtype and no device
+    assert kernel.double().dtype == torch.float64 and kernel.float().dtype == torch.float32
+    assert kernel.device == torch.device("cpu")
+    kernel.feature_map.radii = kernel.feature_map.radii.double()  # one draw in float64, the other in float32
+    with pytest.raises(RuntimeError, match="multiple dtypes"):
+        _ = kernel.dtype
+    # With a lengthscale, GPyTorch's answer (the lengthscale's dtype) stands.
+    assert RandomFourierKernel(8, num_dims=3, seed=0).double().dtype == torch.float64
+
+
+def test_indexing_a_batch_keeps_the_draws_of_the_member(x64):
+    kernel = ArcCosineQuadratureKernel(1, num_dims=3, batch_shape=torch.Size([3]), seed=0).double()
+    covariance = kernel(x64).to_dense()
+    member = kernel[1]
+    # No lengthscale carries the batch shape: the indexed draws do.
+    assert member.batch_shape == torch.Size() and member.feature_map.batch_shape == torch.Size()
+    torch.testing.assert_close(member(x64).to_dense(), covariance[1], rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(covariance[0], covariance[1])
+
+
+def test_expanding_a_batch_expands_the_draws(x64):
+    batched = RandomFourierKernel(16, num_dims=3, batch_shape=torch.Size([2]), seed=0).double()
+    expanded = batched.expand_batch(torch.Size([4, 2]))
+    assert expanded.feature_map.batch_shape == torch.Size([4, 2])
+    torch.testing.assert_close(expanded(x64).to_dense(), batched(x64).to_dense().expand(4, 2, 30, 30))

@@ -1,0 +1,78 @@
+"""gprf.linalg.feature_root: the FeatureRoot hand-off K = s RR^T (+ noise) — its sizes, the amplitude kept apart
+from the root, the scaled root, and factor(), which needs the noise and gives the dense weight posterior."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from gprf.linalg import FeatureRoot
+
+
+def _root(batch=(), n=12, f=5, seed=0) -> FeatureRoot:
+    generator = torch.Generator().manual_seed(seed)
+    features = torch.randn(*batch, n, f, generator=generator, dtype=torch.float64)
+    outputscale = 0.5 + torch.rand(batch, generator=generator, dtype=torch.float64)
+    noise = 0.1 + torch.rand(*batch, n, generator=generator, dtype=torch.float64)
+    return FeatureRoot(features, outputscale, noise)
+
+
+def test_sizes_amplitude_and_scaled_features():
+    root = _root(batch=(2,))
+    assert (root.num_points, root.num_columns) == (12, 5)
+    amplitude = root.amplitude
+    assert amplitude.shape == (2, 1, 1)
+    torch.testing.assert_close(amplitude.square().flatten(), root.outputscale)
+    scaled = root.scaled_features()
+    torch.testing.assert_close(scaled @ scaled.mT, root.outputscale.view(2, 1, 1) * (root.features @ root.features.mT))
+    # Without an amplitude the root is its own scaled root (no copy).
+    plain = FeatureRoot(root.features)
+    assert plain.amplitude is None and plain.scaled_features() is root.features
+
+
+def test_with_noise_returns_a_new_frozen_hand_off():
+    root = FeatureRoot(torch.ones(3, 2, dtype=torch.float64), versions=(4,))
+    noisy = root.with_noise(torch.full((1,), 0.2, dtype=torch.float64))
+    assert root.noise is None and noisy.noise.item() == 0.2
+    assert noisy.features is root.features and noisy.versions == (4,)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        root.noise = noisy.noise
+
+
+def test_factor_needs_the_noise():
+    root = _root()
+    with pytest.raises(ValueError, match="needs its noise variances"):
+        FeatureRoot(root.features, root.outputscale).factor()
+
+
+@pytest.mark.parametrize("batch", [(), (3,)])
+def test_factor_gives_the_dense_weight_posterior(batch):
+    """C = I + s R^T S^-1 R and sqrt(s) R^T S^-1 y: the weight posterior N(C^-1 sqrt(s) R^T S^-1 y, C^-1)."""
+    root = _root(batch)
+    y = torch.randn(*batch, 12, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    factor, projection = root.factor(y)
+    s = root.outputscale.view(*batch, 1, 1)
+    inverse_noise = 1 / root.noise.unsqueeze(-1)
+    capacitance = torch.eye(5, dtype=torch.float64) + s * root.features.mT @ (inverse_noise * root.features)
+    expected_projection = s.sqrt() * root.features.mT @ (inverse_noise * y)
+    torch.testing.assert_close(projection, expected_projection)
+    torch.testing.assert_close(factor.solve(projection), torch.linalg.solve(capacitance, expected_projection))
+    torch.testing.assert_close(factor.logdet(), torch.logdet(capacitance))
+    # The dense posterior mean of f = sqrt(s) R w at the training points, s RR^T (s RR^T + S)^-1 y, is the same.
+    scaled = s.sqrt() * root.features
+    dense_mean = scaled @ scaled.mT @ torch.linalg.solve(scaled @ scaled.mT + torch.diag_embed(root.noise), y)
+    torch.testing.assert_close(scaled @ factor.solve(projection), dense_mean)
+
+
+def test_factor_of_other_features_of_the_same_rows():
+    """The complex features behind a real root: C = I + s Phi^H S^-1 Phi."""
+    root = _root()
+    generator = torch.Generator().manual_seed(2)
+    phi = torch.complex(torch.randn(12, 4, generator=generator, dtype=torch.float64),
+                        torch.randn(12, 4, generator=generator, dtype=torch.float64))
+    factor, _ = root.factor(features=phi)
+    s = root.outputscale
+    capacitance = torch.eye(4, dtype=torch.complex128) + s * phi.mH @ (phi / root.noise.unsqueeze(-1))
+    torch.testing.assert_close(factor.logdet(), torch.logdet(capacitance).real)

@@ -1,0 +1,92 @@
+"""gprf.streaming.predictor: StreamingPredictor predicts chunk by chunk exactly as the in-memory gprf model does
+(batched models, trained hyperparameters, chunked test sets), and refuses other or redrawn features."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gprf.streaming import StreamingFit, StreamingPredictor, iterate_chunks
+from tests.prediction.conftest import make_data, make_model, train_by_mll
+from tests.streaming.conftest import NUM_TRAIN, TOLERANCE, in_memory_prediction, streamed_prediction
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def test_identical_to_in_memory_model(device, dtype):
+    x, y = make_data(n=NUM_TRAIN, dtype=dtype)
+    model = make_model(x, y, num_features=64).to(device)
+    x, y = x.to(device), y.to(device)
+    test_x = torch.rand(50, 3, generator=torch.Generator().manual_seed(1), dtype=dtype).to(device)
+    mean, variance = streamed_prediction(model, x, y, test_x)
+    expected_mean, expected_variance = in_memory_prediction(model, test_x)
+    assert mean.dtype == variance.dtype == dtype and mean.device == x.device
+    torch.testing.assert_close(mean, expected_mean, **TOLERANCE[dtype])
+    torch.testing.assert_close(variance, expected_variance, **TOLERANCE[dtype])
+
+
+def test_hyperparameters_trained_in_memory_then_streamed():
+    """The intended workflow: fit hyperparameters by the marginal likelihood on a subsample, then stream."""
+    x, y = make_data(n=NUM_TRAIN)
+    model = make_model(x[:60], y[:60], num_features=32)
+    losses = train_by_mll(model, x[:60], y[:60], steps=15)
+    assert losses[-1] < losses[0]
+    model.set_train_data(x, y, strict=False)
+    test_x = torch.rand(30, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    mean, variance = streamed_prediction(model, x, y, test_x)
+    expected_mean, expected_variance = in_memory_prediction(model, test_x)
+    torch.testing.assert_close(mean, expected_mean, rtol=0, atol=1e-8)
+    torch.testing.assert_close(variance, expected_variance, rtol=0, atol=1e-8)
+
+
+def test_batched_model():
+    x, y = make_data(n=NUM_TRAIN, batch_shape=(2,))
+    model = make_model(x, y, num_features=32, batch_shape=torch.Size([2]))
+    model.likelihood.noise = torch.tensor([[0.02], [0.1]], dtype=torch.float64)
+    test_x = torch.rand(2, 25, 3, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    fit = StreamingFit.from_model(model).fit(iterate_chunks(x, y, chunk_size=64))
+    assert fit.statistics.gram.shape == (2, 32, 32)
+    mean, variance = fit.predictor().predict(test_x)
+    expected_mean, expected_variance = in_memory_prediction(model, test_x)
+    torch.testing.assert_close(mean, expected_mean, rtol=0, atol=1e-8)
+    torch.testing.assert_close(variance, expected_variance, rtol=0, atol=1e-8)
+
+
+def test_predict_chunks_and_without_mean_module():
+    x, y = make_data(n=NUM_TRAIN)
+    model = make_model(x, y, num_features=32)
+    fit = StreamingFit(model.covar_module, model.likelihood).fit(iterate_chunks(x, y, chunk_size=70))
+    test_x = torch.rand(30, 3, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    whole = fit.predictor().predict(test_x)
+    parts = list(fit.predictor().predict_chunks(test_x.split(7)))
+    torch.testing.assert_close(torch.cat([m for m, _ in parts]), whole[0], rtol=0, atol=1e-12)
+    torch.testing.assert_close(torch.cat([v for _, v in parts]), whole[1], rtol=0, atol=1e-12)
+    # Without a mean module the model's constant mean (0.3) is not subtracted: a zero-mean GP.
+    model.mean_module.constant.data.zero_()
+    torch.testing.assert_close(whole[0], in_memory_prediction(model, test_x)[0], rtol=0, atol=1e-8)
+
+
+def test_statistics_of_other_features_are_refused():
+    x, y = make_data(n=40)
+    model = make_model(x, y, num_features=16, seed=0)
+    other = make_model(x, y, num_features=16, seed=1)
+    statistics = StreamingFit.from_model(model).update(x, y).statistics
+    with pytest.raises(ValueError, match="hyperparameters differ"):
+        StreamingPredictor.from_statistics(statistics, other.covar_module)
+    model.covar_module.base_kernel.lengthscale = 0.9
+    with pytest.raises(ValueError, match="hyperparameters differ"):
+        StreamingPredictor.from_statistics(statistics, model.covar_module)
+    model.covar_module.base_kernel.lengthscale = torch.tensor([0.4, 0.7, 1.1], dtype=torch.float64)
+    predictor = StreamingPredictor.from_statistics(statistics, model.covar_module, model.mean_module)
+    model.covar_module.base_kernel.resample_features(torch.Generator().manual_seed(3))
+    with pytest.raises(RuntimeError, match="redrawn"):
+        predictor.predict(x)
+
+
+def test_bad_prediction_inputs():
+    x, y = make_data(n=40)
+    predictor = StreamingFit.from_model(make_model(x, y, num_features=16)).update(x, y).predictor()
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        predictor.predict(x.tolist())
+    with pytest.raises(ValueError, match="chunk_size must be a positive integer"):
+        predictor.predict(x, chunk_size=0)

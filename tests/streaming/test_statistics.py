@@ -1,0 +1,67 @@
+"""gprf.streaming.statistics: SufficientStatistics — the exact log marginal likelihood and weight posterior from the
+sums, merging (refused across different features), and moving between devices."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gprf.streaming import StreamingFit, SufficientStatistics, iterate_chunks, model_root
+from tests.prediction.conftest import make_data, make_model
+from tests.streaming.conftest import NUM_TRAIN
+
+
+def test_log_marginal_likelihood_matches_dense_gaussian(float64):
+    x, y = make_data(n=NUM_TRAIN)
+    model = make_model(x, y, num_features=32)
+    statistics = StreamingFit.from_model(model).fit(iterate_chunks(x, y, chunk_size=64)).statistics
+    with torch.no_grad():
+        root = model_root(model.covar_module, x).scaled_features()
+        covariance = root @ root.mT + model.likelihood.noise * torch.eye(NUM_TRAIN)
+        expected = torch.distributions.MultivariateNormal(model.mean_module(x), covariance).log_prob(y)
+    torch.testing.assert_close(statistics.log_marginal_likelihood(), expected, rtol=1e-10, atol=1e-8)
+
+
+def test_statistics_move_between_devices(device):
+    x, y = make_data(n=50)
+    model = make_model(x, y, num_features=16)
+    statistics = StreamingFit.from_model(model).update(x, y).statistics
+    moved = statistics.to(device)
+    assert isinstance(moved, SufficientStatistics) and moved.gram.device.type == device.type
+    assert moved.gram.dtype == torch.float64 and moved.input_dim == 3
+    torch.testing.assert_close(moved.to("cpu").gram, statistics.gram, rtol=0, atol=0)
+
+
+def test_posterior_is_the_dense_weight_posterior():
+    """N(C^-1 b, C^-1) with C = I + G, G = R^T R / s2 and b = R^T (y - mu) / s2 (R the scaled root)."""
+    x, y = make_data(n=NUM_TRAIN)
+    model = make_model(x, y, num_features=16)
+    statistics = StreamingFit.from_model(model).update(x, y).statistics
+    with torch.no_grad():
+        root = model_root(model.covar_module, x).scaled_features()
+        noise = model.likelihood.noise
+        capacitance = torch.eye(16, dtype=torch.float64) + root.mT @ root / noise
+        rhs = root.mT @ (y - model.mean_module(x)) / noise
+    posterior = statistics.posterior()
+    torch.testing.assert_close(posterior.mean, torch.linalg.solve(capacitance, rhs), rtol=1e-10, atol=1e-10)
+    assert statistics.root_dim == 16
+
+
+def test_merging_adds_the_sums_of_the_same_features_only():
+    x, y = make_data(n=40)
+    model = make_model(x, y, num_features=16, seed=0)
+    first, second = (
+        StreamingFit.from_model(model).update(x[part], y[part]).statistics for part in (slice(0, 25), slice(25, None))
+    )
+    whole = StreamingFit.from_model(model).update(x, y).statistics
+    merged = first + second
+    for name in ("gram", "rhs", "quadratic", "log_noise", "num_data"):
+        torch.testing.assert_close(getattr(merged, name), getattr(whole, name), rtol=1e-12, atol=1e-12)
+    other = StreamingFit.from_model(make_model(x, y, num_features=16, seed=1)).update(x, y).statistics
+    with pytest.raises(ValueError, match="different random features"):
+        whole + other
+    several = StreamingFit.from_model(model).update(x, torch.stack([y, y])).statistics
+    with pytest.raises(ValueError, match="rhs of shapes"):
+        whole.merge(several)
+    with pytest.raises(TypeError, match="SufficientStatistics"):
+        whole.merge({"gram": whole.gram})
