@@ -83,16 +83,20 @@ class FeatureMapBase(torch.nn.Module, ABC):
         Without ``generator``, a seeded map redraws the same features it was built with; pass a
         generator (or use ``seed=None``) for fresh draws.
         """
-        for name in self._random_buffer_names:
-            buffer = getattr(self, name)
-            if any(stride == 0 and size > 1 for stride, size in zip(buffer.stride(), buffer.shape)):
+        self._refuse_if_expanded()
+        for name, value in self._draw(self._generator(generator)).items():
+            getattr(self, name).copy_(value)
+        self.draw_version += 1
+
+    def _refuse_if_expanded(self) -> None:
+        """Raise if any draw (of this map or a map inside it) was expanded over the batch by :meth:`batch_expand`:
+        batch members share such draws, so redrawing them cannot make the members independent."""
+        for buffer in self.buffers():
+            if any(stride == 0 and size > 1 for stride, size in zip(buffer.stride(), buffer.shape, strict=True)):
                 raise RuntimeError(
                     f"{type(self).__name__}.resample: the draws were expanded over the batch (batch_expand), so "
                     "batch members share them; resample the original map or build a map with this batch_shape."
                 )
-        for name, value in self._draw(self._generator(generator)).items():
-            getattr(self, name).copy_(value)
-        self.draw_version += 1
 
     def _load_from_state_dict(self, *args, **kwargs) -> None:
         super()._load_from_state_dict(*args, **kwargs)

@@ -286,6 +286,7 @@ class CompositionalFeatures(FeatureMap):
     @torch.no_grad()
     def resample(self, generator: torch.Generator | None = None) -> None:
         """Redraw the features (new buffers: the number of atoms depends on the draws; device and dtype kept)."""
+        self._refuse_if_expanded()
         device = self.feature_weight.device
         dtype = self.feature_weight.dtype
         for name, value in self._draw(self._generator(generator)).items():

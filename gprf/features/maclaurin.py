@@ -234,6 +234,7 @@ class MaclaurinFeatures(FeatureMap):
     @torch.no_grad()
     def resample(self, generator: torch.Generator | None = None) -> None:
         """Redraw the sketches (and, for random Maclaurin, the degrees) from ``generator``."""
+        self._refuse_if_expanded()
         generator = self._generator(generator)
         counts = self._random_counts(generator) if self.allocation_mode == "random" else self.counts
         self._build_sketches(counts, generator)

@@ -5,7 +5,7 @@ of the protocol."""
 from __future__ import annotations
 
 import warnings
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 
 import torch
 from gpytorch.kernels import Kernel, ScaleKernel
@@ -51,7 +51,7 @@ def feature_versions(module: torch.nn.Module) -> tuple[int, ...]:
     return tuple(child.draw_version for child in module.modules() if isinstance(child, FeatureMapBase))
 
 
-class FeatureKernel(Kernel):
+class FeatureKernel(Kernel, ABC):
     r"""A GPyTorch kernel :math:`k(x, y) = r(x)^\top r(y)` given by a real feature root :math:`r(x) \in \mathbb R^F`.
 
     Subclasses implement :meth:`features` and :attr:`root_dim` (:math:`F`, the number of columns of the root).
@@ -60,6 +60,8 @@ class FeatureKernel(Kernel):
     prediction strategies, streaming and BoTorch; its sum with a Gaussian likelihood's noise evaluates the
     marginal likelihood at :math:`O(NF^2)`), ``kernel(X1, X2)`` a ``MatmulLinearOperator``, and prediction uses
     :class:`~gprf.prediction.FeatureSpacePredictionStrategy`.
+
+    An abstract class (GPyTorch's ``Kernel`` is not): a subclass missing an abstract method cannot be built.
 
     Sums of feature kernels should be built with ``+`` between feature kernels (or
     :class:`~gprf.kernels.FeatureSumKernel`), which concatenates roots; GPyTorch's ``AdditiveKernel`` and
@@ -160,6 +162,22 @@ class FeatureSumKernel(FeatureKernel):
         roots = [feature_root(kernel(x)).scaled_features() for kernel in self.kernels]
         batch_shape = torch.broadcast_shapes(*(root.shape[:-2] for root in roots))
         return torch.cat([root.expand(*batch_shape, *root.shape[-2:]) for root in roots], dim=-1)
+
+    # GPyTorch reads dtype and device from a kernel's parameters; summands without a lengthscale keep theirs in
+    # their feature draws, so ask the summands.
+    @property
+    def dtype(self) -> torch.dtype:
+        dtypes = {kernel.dtype for kernel in self.kernels}
+        if len(dtypes) > 1:
+            raise RuntimeError(f"The summands have different dtypes: {dtypes}.")
+        return dtypes.pop()
+
+    @property
+    def device(self) -> torch.device | None:
+        devices = {kernel.device for kernel in self.kernels} - {None}
+        if len(devices) > 1:
+            raise RuntimeError(f"The summands are on different devices: {devices}.")
+        return devices.pop() if devices else None
 
     # GPyTorch's generic versions walk nested sub-kernels by dotted name; rebuild the list instead.
     def __getitem__(self, index) -> Kernel:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 
 import torch
 from gpytorch.kernels import Kernel
@@ -27,7 +27,7 @@ def resolve_num_dims(num_dims: int | None, ard_num_dims: int | None, active_dims
     return num_dims
 
 
-class FeatureMapOwner:
+class FeatureMapOwner(ABC):
     """Mixin of the kernels that own a random feature map: :class:`~gprf.kernels.RandomFeatureKernel` (one root)
     and :class:`~gprf.kernels.SignedRandomFeatureKernel` (two roots).
 

@@ -19,7 +19,7 @@ Machine Learning (ICML), 2018.
 
 from __future__ import annotations
 
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 
 import torch
 from gpytorch.kernels import Kernel
@@ -30,7 +30,7 @@ from gprf.linalg import SignedRootLinearOperator
 from gprf.prediction import SignedPredictionStrategy
 
 
-class SignedFeatureKernel(Kernel):
+class SignedFeatureKernel(Kernel, ABC):
     r"""A GPyTorch kernel :math:`k(x, y) = a(x)^\top a(y) - b(x)^\top b(y)` given by two real roots.
 
     The sibling of :class:`~gprf.kernels.FeatureKernel` for indefinite kernels, which have no real root

@@ -31,3 +31,10 @@ class SignedPartKernel(FeatureKernel):
     @property
     def root_dim(self) -> int:
         return self.signed_kernel.root_dim * (1 if self.part == "positive" else 2)
+
+    # No parameters of its own to carry a batch shape: index and expand the signed kernel it views.
+    def __getitem__(self, index) -> SignedPartKernel:
+        return SignedPartKernel(self.signed_kernel[index], self.part)
+
+    def expand_batch(self, *sizes) -> SignedPartKernel:
+        return SignedPartKernel(self.signed_kernel.expand_batch(*sizes), self.part)

@@ -610,16 +610,7 @@ def test_contract_nan_input_is_a_clear_error_on_the_cpu(case):
         _map(case)(x)
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=(
-            "gprf bug: maps whose draws are rebuilt rather than copied in place (MaclaurinFeatures' sketches, "
-            "CompositionalFeatures' atoms) redraw independent members of an expanded map instead of refusing"
-        ))) if MAP_CASES[case][0] in (MaclaurinFeatures, CompositionalFeatures) else case
-        for case in MAP_CASES
-    ],
-)
+@pytest.mark.parametrize("case", MAP_CASES)
 def test_contract_expanded_draws_refuse_to_resample(case):
     expanded = _map(case).batch_expand(torch.Size([3]))
     roots = real_roots(expanded, _map_inputs())

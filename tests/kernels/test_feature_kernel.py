@@ -308,16 +308,7 @@ def test_contract_feature_versions_follow_the_draws(case):
     assert not torch.allclose(kernel(x).to_dense(), before)
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(case, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-            "gprf bug: SignedPartKernel has no parameters of its own, so GPyTorch's Kernel.__getitem__ leaves its "
-            "batch_shape at (2,) while the indexed signed kernel evaluates to one member"
-        ))) if case == "signed-part" else case
-        for case in KERNEL_CASES
-    ],
-)
+@pytest.mark.parametrize("case", KERNEL_CASES)
 def test_contract_batch_indexing_selects_a_member(case):
     kernel, x = _kernel(case, batch_shape=(2,)), _x()
     covariance = kernel(x).to_dense()
@@ -333,11 +324,6 @@ def test_contract_dtype_and_device_follow_to(case):
     assert kernel.device == torch.device("cpu")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "gprf bug: FeatureSumKernel falls back to GPyTorch's Kernel.dtype/device, which read the lengthscale or the "
-    "parameters; summands without either (scale-free kernels) leave only the feature draws, which FeatureMapOwner "
-    "counts for a single kernel but the sum does not"
-))
 def test_feature_sum_of_scale_free_kernels_reports_the_dtype_of_its_draws():
     total = FeatureSumKernel(
         ArcCosineQuadratureKernel(1, num_dims=3, seed=0), ArcCosineQuadratureKernel(1, num_dims=3, seed=1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from gpytorch.kernels import ScaleKernel
+from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from gprf.features import RandomFourierFeatures
 from gprf.kernels import ArcCosineQuadratureKernel, RandomFeatureKernel, RandomFourierKernel
@@ -79,14 +79,26 @@ def test_scale_free_kernels_pass_the_inputs_unscaled(x64):
     torch.testing.assert_close(kernel.features(x64), kernel.feature_map(x64), rtol=0, atol=0)
 
 
+class _MapKernel(RandomFeatureKernel):
+    """The smallest concrete kernel around a given map."""
+
+    def exact(self):
+        return RBFKernel()
+
+
+def test_kernels_without_an_exact_target_cannot_be_built():
+    with pytest.raises(TypeError, match="abstract method exact"):
+        RandomFeatureKernel(RandomFourierFeatures(3, 8, seed=0))
+
+
 def test_a_map_with_another_batch_shape_is_refused():
     feature_map = RandomFourierFeatures(3, 8, batch_shape=(2,), seed=0)
     with pytest.raises(
         ValueError, match=r"feature_map.batch_shape \(2,\) differs from the kernel's batch_shape \(3,\)"
     ):
-        RandomFeatureKernel(feature_map, batch_shape=torch.Size([3]))
+        _MapKernel(feature_map, batch_shape=torch.Size([3]))
     # Without batch dimensions the map is shared by every batch member.
-    shared = RandomFeatureKernel(RandomFourierFeatures(3, 8, seed=0), batch_shape=torch.Size([3]))
+    shared = _MapKernel(RandomFourierFeatures(3, 8, seed=0), batch_shape=torch.Size([3]))
     assert shared.num_features == 8 and shared.feature_map.batch_shape == torch.Size()
 
 
