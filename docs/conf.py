@@ -13,7 +13,7 @@ import sys
 # The package is normally installed (editable) in the build environment; fall back to the checkout.
 sys.path.insert(0, os.path.abspath(".."))
 
-import gprf  # noqa: E402
+import gprf
 
 # -- Project -------------------------------------------------------------------------------------------
 project = "gprf"

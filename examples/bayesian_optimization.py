@@ -85,7 +85,9 @@ def run(problem: dict, method: str, seed: int, num_features: int) -> tuple[list[
     function = problem["function"]
     torch.manual_seed(seed)
     dim = function.dim
-    x = draw_sobol_samples(torch.stack([torch.zeros(dim), torch.ones(dim)]).double(), n=problem["n_init"], q=1, seed=seed).squeeze(-2)
+    x = draw_sobol_samples(
+        torch.stack([torch.zeros(dim), torch.ones(dim)]).double(), n=problem["n_init"], q=1, seed=seed
+    ).squeeze(-2)
     y = evaluate(function, x)
     best, seconds = [y.max().item()], [0.0]
     for iteration in range(problem["iterations"]):
@@ -156,14 +158,20 @@ def timing(args) -> None:
     print(f"gprf: MLL fit at N={args.timing_n}, F=512: {time.perf_counter() - start:.2f} s")
     model.eval()
     start = time.perf_counter()
-    candidates, _ = optimize_acqf(PathwiseThompsonSampling(model), bounds, q=num_paths, num_restarts=4, raw_samples=256, options={"maxiter": 100})
+    candidates, _ = optimize_acqf(
+        PathwiseThompsonSampling(model), bounds, q=num_paths, num_restarts=4, raw_samples=256, options={"maxiter": 100}
+    )
     gprf_seconds = time.perf_counter() - start
-    print(f"gprf: pathwise TS, {num_paths} candidates at N={args.timing_n}, F=512: {gprf_seconds:.2f} s "
-          f"(paths + optimisation), candidates {tuple(candidates.shape)}; peak RSS {peak_rss_gb():.2f} GB")
+    print(
+        f"gprf: pathwise TS, {num_paths} candidates at N={args.timing_n}, F=512: {gprf_seconds:.2f} s "
+        f"(paths + optimisation), candidates {tuple(candidates.shape)}; peak RSS {peak_rss_gb():.2f} GB"
+    )
 
     need = dense_update_bytes(args.timing_n, num_paths) / 2**30
-    print(f"BoTorch default (exact kernel, dense update): needs >= {need:.0f} GiB for the S x N x N broadcast "
-          f"at N={args.timing_n}, S={num_paths}; measured at smaller N:")
+    print(
+        f"BoTorch default (exact kernel, dense update): needs >= {need:.0f} GiB for the S x N x N broadcast "
+        f"at N={args.timing_n}, S={num_paths}; measured at smaller N:"
+    )
     for n in args.botorch_n:
         exact = SingleTaskGP(x[:n], y[:n])
         exact.eval()
@@ -176,9 +184,10 @@ def timing(args) -> None:
         start = time.perf_counter()
         draw_matheron_paths(gprf_model, torch.Size([num_paths]))(x[:5])
         ours_seconds = time.perf_counter() - start
-        print(f"  N={n:6d}: BoTorch default paths {dense_seconds:7.2f} s, gprf paths {ours_seconds:6.3f} s "
-              f"(ratio {ours_seconds / dense_seconds:.3f}); peak RSS so far {peak_rss_gb():.2f} GB")
-
+        print(
+            f"  N={n:6d}: BoTorch default paths {dense_seconds:7.2f} s, gprf paths {ours_seconds:6.3f} s "
+            f"(ratio {ours_seconds / dense_seconds:.3f}); peak RSS so far {peak_rss_gb():.2f} GB"
+        )
 
 
 def main() -> None:

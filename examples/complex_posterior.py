@@ -44,7 +44,8 @@ Usage::
 
     python examples/complex_posterior.py --output results/                 # digits, about 2 min on 2 CPU cores
     python examples/complex_posterior.py --output results/ --quick         # about 10 s (smoke test)
-    python examples/complex_posterior.py --output results/ --datasets digits diabetes --sketches srht rademacher gaussian
+    python examples/complex_posterior.py --output results/ --datasets digits diabetes \
+        --sketches srht rademacher gaussian
 
 Reference: J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of
 Machine Learning Research, 2024 (arXiv:2201.08712).
@@ -282,7 +283,9 @@ def markdown_tables(args, infos: list[dict], exact_rows: list[dict], rows: list[
     for info in infos:
         for degree in args.degrees:
             for sketch in args.sketches:
-                group = [r for r in rows if (r["dataset"], r["degree"], r["sketch"]) == (info["dataset"], degree, sketch)]
+                group = [
+                    r for r in rows if (r["dataset"], r["degree"], r["sketch"]) == (info["dataset"], degree, sketch)
+                ]
                 lines.append(f"**{info['dataset']}, p = {degree}, {SKETCHES[sketch]}**")
                 lines.append("")
                 lines.append("| F | variant | KL(approx ‖ exact) | NMSE | MNLL | time (ms) |")
@@ -347,8 +350,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", type=Path, default=Path("complex_posterior_output"), help="output directory")
     parser.add_argument("--quick", action="store_true", help="fewer points, F values, draws and timings (smoke test)")
     parser.add_argument("--datasets", nargs="+", choices=tuple(DATASETS), default=["digits"])
-    parser.add_argument("--train", type=int, default=None, help="training points (digits 500, diabetes 300; --quick: 300)")
-    parser.add_argument("--test", type=int, default=None, help="test points (digits 400, --quick 200; diabetes: the rest)")
+    parser.add_argument(
+        "--train", type=int, default=None, help="training points (digits 500, diabetes 300; --quick: 300)"
+    )
+    parser.add_argument(
+        "--test", type=int, default=None, help="test points (digits 400, --quick 200; diabetes: the rest)"
+    )
     parser.add_argument("--bias", type=float, default=None, help="c in (xᵀy/ℓ² + c)^p (digits 0, diabetes 1)")
     parser.add_argument("--degrees", type=int, nargs="+", default=[3, 7])
     parser.add_argument(
@@ -356,8 +363,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--sketches", nargs="+", choices=tuple(SKETCHES), default=["srht", "rademacher"])
     parser.add_argument("--seeds", type=int, default=None, help="feature draws per setting (default 3; --quick 2)")
-    parser.add_argument("--repeats", type=int, default=None, help="timed runs per draw, median taken (default 3; --quick 1)")
-    parser.add_argument("--iterations", type=int, default=None, help="L-BFGS iterations of the exact fit (100; --quick 30)")
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="timed runs per draw, median taken (default 3; --quick 1)"
+    )
+    parser.add_argument(
+        "--iterations", type=int, default=None, help="L-BFGS iterations of the exact fit (100; --quick 30)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="base seed of the feature draws")
     parser.add_argument(
         "--threads",

@@ -70,7 +70,13 @@ def approximation(x, grid, repeats, seed=0):
                     draws.append(int(features.num_draws))
                 bias = float(relative_frobenius_error(approx_sum / repeats, exact))
                 t = torch.tensor(errors)
-                results[(name, dedup, f)] = (t.mean().item(), t.std().item(), sum(repeated) / repeats, sum(draws) / repeats, bias)
+                results[(name, dedup, f)] = (
+                    t.mean().item(),
+                    t.std().item(),
+                    sum(repeated) / repeats,
+                    sum(draws) / repeats,
+                    bias,
+                )
     return results
 
 
@@ -81,7 +87,9 @@ def cost_table(dims, num_features, num_points):
         x = torch.rand(num_points, d, generator=generator, dtype=torch.float64)
         for activation in ("relu", "exponential"):
             start = time.perf_counter()
-            features = CompositionalFeatures(Skeleton.fully_connected(d, 1, activation), num_features, deduplicate=False, seed=1)
+            features = CompositionalFeatures(
+                Skeleton.fully_connected(d, 1, activation), num_features, deduplicate=False, seed=1
+            )
             generate = time.perf_counter() - start
             start = time.perf_counter()
             for _ in range(5):
@@ -97,6 +105,18 @@ def cost_table(dims, num_features, num_points):
     return rows
 
 
+class _RegressionModel(gpytorch.models.ExactGP):
+    """ConstantMean + ScaleKernel(base) + GaussianLikelihood."""
+
+    def __init__(self, train_x, train_y, base):
+        super().__init__(train_x, train_y, gpytorch.likelihoods.GaussianLikelihood())
+        self.mean_module = gpytorch.means.ConstantMean()
+        self.covar_module = ScaleKernel(base)
+
+    def forward(self, z):
+        return gpytorch.distributions.MultivariateNormal(self.mean_module(z), self.covar_module(z))
+
+
 def gp_comparison(x, labels, num_train, num_features, steps):
     y = torch.where(labels == 3, 1.0, -1.0).double()
     generator = torch.Generator().manual_seed(1)
@@ -108,19 +128,8 @@ def gp_comparison(x, labels, num_train, num_features, steps):
         ("exact", CompositionalKernel(skeleton)),
         ("random features", CompositionalRandomFeatureKernel(skeleton, num_features, seed=0)),
     ):
-        likelihood = gpytorch.likelihoods.GaussianLikelihood()
-
-        class Model(gpytorch.models.ExactGP):
-            def __init__(self):
-                super().__init__(x[train], y[train], likelihood)
-                self.mean_module = gpytorch.means.ConstantMean()
-                self.covar_module = ScaleKernel(base)
-
-            def forward(self, z):
-                return gpytorch.distributions.MultivariateNormal(self.mean_module(z), self.covar_module(z))
-
-        model = Model().double()
-        mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
+        model = _RegressionModel(x[train], y[train], base).double()
+        mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
         optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
         start = time.perf_counter()
         model.train()
@@ -131,7 +140,7 @@ def gp_comparison(x, labels, num_train, num_features, steps):
             optimizer.step()
         model.eval()
         with torch.no_grad():
-            mean = likelihood(model(x[test])).mean
+            mean = model.likelihood(model(x[test])).mean
         error = float((torch.sign(mean) != y[test]).double().mean())
         results[name] = (error, loss.item(), time.perf_counter() - start)
     return results
@@ -144,7 +153,7 @@ def plot(results, grid, path):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-    for ax, name in zip(axes, ("shallow", "deep")):
+    for ax, name in zip(axes, ("shallow", "deep"), strict=True):
         for dedup, label in ((False, "plain"), (True, "de-duplicated")):
             mean = [results[(name, dedup, f)][0] for f in grid]
             std = [results[(name, dedup, f)][1] for f in grid]
@@ -175,7 +184,10 @@ def main() -> None:
 
     results = approximation(x_all[index], grid, repeats)
     print(f"**Kernel approximation** ({args.points} digits, {repeats} repeats; rel. Frobenius error mean ± std)\n")
-    print("| skeleton | F | plain | de-duplicated | repeated monomials (plain) | draws T (dedup) | error of the mean of the repeats (dedup) |")
+    print(
+        "| skeleton | F | plain | de-duplicated | repeated monomials (plain) | draws T (dedup) "
+        "| error of the mean of the repeats (dedup) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name in ("shallow", "deep"):
         for f in grid:
@@ -194,7 +206,9 @@ def main() -> None:
 
     num_train, steps = (200, 10) if args.quick else (600, 40)
     gp = gp_comparison(x_all, labels, num_train, 1024, steps)
-    print(f"\n**GP regression of 'digit 3 vs rest'** ({num_train} training points, 500 test points, {steps} Adam steps)\n")
+    print(
+        f"\n**GP regression of 'digit 3 vs rest'** ({num_train} training points, 500 test points, {steps} Adam steps)\n"
+    )
     print("| kernel | error rate | final loss | time (s) |")
     print("|---|---|---|---|")
     for name, (error, loss, seconds) in gp.items():

@@ -114,8 +114,9 @@ def evaluate(model, x_test, y_test, seed: int) -> dict[str, float]:
     }
 
 
-def fit_on_subset(kind: str, x: torch.Tensor, labels: torch.Tensor, num_classes: int, alpha_epsilon: float,
-                  steps: int, seed: int) -> DirichletGPModel:
+def fit_on_subset(
+    kind: str, x: torch.Tensor, labels: torch.Tensor, num_classes: int, alpha_epsilon: float, steps: int, seed: int
+) -> DirichletGPModel:
     likelihood = DirichletClassificationLikelihood(labels, num_classes=num_classes, alpha_epsilon=alpha_epsilon)
     model = DirichletGPModel(x, likelihood, base_kernel(kind, x.size(-1), seed))
     model.covar_module.base_kernel.lengthscale = median_distance(x)
@@ -133,9 +134,12 @@ def run(name: str, steps: int, subset: int, seed: int = 0) -> tuple[float, dict[
     index, rest = order[:subset], order[subset:]
     start = time.perf_counter()
     candidates = {
-        eps: fit_on_subset("rff", x_train[index], y_train[index], num_classes, eps, steps, seed) for eps in ALPHA_EPSILONS
+        eps: fit_on_subset("rff", x_train[index], y_train[index], num_classes, eps, steps, seed)
+        for eps in ALPHA_EPSILONS
     }
-    alpha_epsilon = min(candidates, key=lambda eps: evaluate(candidates[eps], x_train[rest], y_train[rest], seed)["mnll"])
+    alpha_epsilon = min(
+        candidates, key=lambda eps: evaluate(candidates[eps], x_train[rest], y_train[rest], seed)["mnll"]
+    )
     selection_seconds = time.perf_counter() - start
     likelihood = DirichletClassificationLikelihood(y_train, num_classes=num_classes, alpha_epsilon=alpha_epsilon)
     results = {}
@@ -148,8 +152,10 @@ def run(name: str, steps: int, subset: int, seed: int = 0) -> tuple[float, dict[
             copy_hyperparameters(trained["rff"], model)
             model.covar_module.base_kernel.refit_allocation(x_train)
         else:
-            small = candidates[alpha_epsilon] if kind == "rff" else fit_on_subset(
-                kind, x_train[index], y_train[index], num_classes, alpha_epsilon, steps, seed
+            small = (
+                candidates[alpha_epsilon]
+                if kind == "rff"
+                else fit_on_subset(kind, x_train[index], y_train[index], num_classes, alpha_epsilon, steps, seed)
             )
             copy_hyperparameters(small, model)
         model.eval()
@@ -157,7 +163,10 @@ def run(name: str, steps: int, subset: int, seed: int = 0) -> tuple[float, dict[
         results[kind] = evaluate(model, x_test, y_test, seed)
         results[kind]["seconds"] = time.perf_counter() - start
         results[kind]["y_test"] = y_test
-    print(f"{name}: alpha_epsilon = {alpha_epsilon} (validation MNLL of RFF over {ALPHA_EPSILONS}, {selection_seconds:.1f} s)")
+    print(
+        f"{name}: alpha_epsilon = {alpha_epsilon} "
+        f"(validation MNLL of RFF over {ALPHA_EPSILONS}, {selection_seconds:.1f} s)"
+    )
     return alpha_epsilon, results
 
 

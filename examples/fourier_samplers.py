@@ -172,8 +172,10 @@ def main(argv: list[str] | None = None) -> None:
     args.output.mkdir(parents=True, exist_ok=True)
     (args.output / "fourier_samplers.md").write_text(table + "\n", encoding="utf-8")
     plot(rows, args.output / "fourier_samplers.png", seeds)
-    print(f"wrote {args.output / 'fourier_samplers.md'} and {args.output / 'fourier_samplers.png'} "
-          f"in {time.perf_counter() - start:.1f} s")
+    print(
+        f"wrote {args.output / 'fourier_samplers.md'} and {args.output / 'fourier_samplers.png'} "
+        f"in {time.perf_counter() - start:.1f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -94,7 +94,9 @@ def sinc_data(seed: int):
 def sinc_models(exact: GP, seed: int) -> dict[str, GP]:
     return {
         "RFF": approximate(exact, RandomFourierKernel(10, 1, seed=seed)),
-        "global Maclaurin": approximate(exact, MaclaurinKernel(10, 1, kernel="gaussian", allocation=[1] * 9, seed=seed)),
+        "global Maclaurin": approximate(
+            exact, MaclaurinKernel(10, 1, kernel="gaussian", allocation=[1] * 9, seed=seed)
+        ),
         "localized Maclaurin": approximate(exact, LocalizedMaclaurinKernel(10, 1, allocation=[1] * 9, seed=seed)),
     }
 
@@ -108,7 +110,9 @@ def run_sinc(seeds: int):
         x, y = sinc_data(seed)
         # Two initial lengthscales; keep the better marginal likelihood (one start can end at a smooth fit).
         candidates = [fit_exact(x, y, init) for init in (0.1, 0.3)]
-        exact = max(candidates, key=lambda m: gpytorch.mlls.ExactMarginalLogLikelihood(m.likelihood, m)(m.train()(x), y).item())
+        exact = max(
+            candidates, key=lambda m: gpytorch.mlls.ExactMarginalLogLikelihood(m.likelihood, m)(m.train()(x), y).item()
+        )
         exact.eval()
         lengthscales.append(exact.covar_module.base_kernel.lengthscale.item())
         reference = noisy_predictive(exact, test_x)
@@ -117,13 +121,17 @@ def run_sinc(seeds: int):
             kls.setdefault(name, []).append(kl_to(reference, noisy_predictive(model, test_x)))
         if first is None:
             first = (x, y, test_x, exact, models)
-        print(f"  seed {seed}: lengthscale {exact.covar_module.base_kernel.lengthscale.item():.3f}, "
-              + ", ".join(f"{name} {values[-1]:.4f}" for name, values in kls.items()))
+        print(
+            f"  seed {seed}: lengthscale {exact.covar_module.base_kernel.lengthscale.item():.3f}, "
+            + ", ".join(f"{name} {values[-1]:.4f}" for name, values in kls.items())
+        )
     # The set-up of Wacker & Filippone (2022) is the short-lengthscale fit (l ~ 0.11); on some draws the marginal
     # likelihood prefers a smooth fit that explains the sinc as noise, where every approximation is trivially exact.
     resolved = [i for i, lengthscale in enumerate(lengthscales) if lengthscale < 0.5]
-    print(f"sinc toy, mean per-point KL(approx || exact) of the noisy predictive, mean over the {len(resolved)} of "
-          f"{seeds} data sets whose exact GP resolves the sinc (lengthscale < 0.5):")
+    print(
+        f"sinc toy, mean per-point KL(approx || exact) of the noisy predictive, mean over the {len(resolved)} of "
+        f"{seeds} data sets whose exact GP resolves the sinc (lengthscale < 0.5):"
+    )
     for name, values in kls.items():
         print(f"  {name:20s} {sum(values[i] for i in resolved) / max(len(resolved), 1):.4f}")
     return first
@@ -135,26 +143,33 @@ def run_2d():
     radius = torch.rand(400, generator=generator, dtype=torch.float64).sqrt()
     angle = 2 * torch.pi * torch.rand(400, generator=generator, dtype=torch.float64)
     x = torch.stack([radius * angle.cos(), radius * angle.sin()], -1)
-    y = torch.sin(6 * x[:, 0]) * torch.cos(6 * x[:, 1]) + 0.05 * torch.randn(400, generator=generator, dtype=torch.float64)
+    y = torch.sin(6 * x[:, 0]) * torch.cos(6 * x[:, 1]) + 0.05 * torch.randn(
+        400, generator=generator, dtype=torch.float64
+    )
     grid = torch.linspace(-2, 2, 30, dtype=torch.float64)
     test_x = torch.cartesian_prod(grid, grid)
     exact = fit_exact(x, y, 0.2)
     reference = noisy_predictive(exact, test_x)
     inside = test_x.norm(dim=-1) <= 1
-    print(f"2-D toy (lengthscales {exact.covar_module.base_kernel.lengthscale.squeeze().tolist()}), KL on a 30x30 grid "
-          "over [-2, 2]^2 (data on the unit disk):")
+    print(
+        f"2-D toy (lengthscales {exact.covar_module.base_kernel.lengthscale.squeeze().tolist()}), KL on a 30x30 grid "
+        "over [-2, 2]^2 (data on the unit disk):"
+    )
     models = {
         "RFF": RandomFourierKernel(256, 2, ard_num_dims=2, seed=0),
         "global Maclaurin": MaclaurinKernel(256, 2, kernel="gaussian", sketch="srht", ard_num_dims=2, seed=0),
         "localized, test": LocalizedMaclaurinKernel(256, 2, sketch="srht", ard_num_dims=2, seed=0),
-        "localized, cluster": LocalizedMaclaurinKernel(256, 2, centers="cluster", threshold=1.0, sketch="srht", ard_num_dims=2, seed=0),
+        "localized, cluster": LocalizedMaclaurinKernel(
+            256, 2, centers="cluster", threshold=1.0, sketch="srht", ard_num_dims=2, seed=0
+        ),
     }
     print(f"  {'':20s} {'all':>8s} {'inside':>8s} {'outside':>8s}   (F = 256)")
     for name, kernel in models.items():
         model = approximate(exact, kernel)
         mean, var = noisy_predictive(model, test_x)
         kl = " ".join(
-            f"{kl_to((reference[0][m], reference[1][m]), (mean[m], var[m])):8.4f}" for m in (inside | True, inside, ~inside)
+            f"{kl_to((reference[0][m], reference[1][m]), (mean[m], var[m])):8.4f}"
+            for m in (inside | True, inside, ~inside)
         )
         extra = ""
         if name == "localized, cluster":
@@ -184,14 +199,20 @@ def run_diabetes(num_features: int, cluster_counts: list[int]):
 
     common = dict(sketch="srht", ard_num_dims=d, seed=0)
     exact_rmse = (reference[0] - y[test]).square().mean().sqrt().item()
-    rows = {"test": evaluate(LocalizedMaclaurinKernel(num_features, d, **common)),
-            "RFF": evaluate(RandomFourierKernel(num_features, d, ard_num_dims=d, seed=0))}
+    rows = {
+        "test": evaluate(LocalizedMaclaurinKernel(num_features, d, **common)),
+        "RFF": evaluate(RandomFourierKernel(num_features, d, ard_num_dims=d, seed=0)),
+    }
     clusters = []
     for count in cluster_counts:
-        kernel = LocalizedMaclaurinKernel(num_features, d, centers="cluster", threshold=1e-6, max_centers=count, **common)
+        kernel = LocalizedMaclaurinKernel(
+            num_features, d, centers="cluster", threshold=1e-6, max_centers=count, **common
+        )
         clusters.append((count, *evaluate(kernel)))
-    print(f"diabetes (N = {train.numel()}, d = {d}, F = {num_features}), exact RMSE {exact_rmse:.4f}; "
-          "KL and RMSE on the test split:")
+    print(
+        f"diabetes (N = {train.numel()}, d = {d}, F = {num_features}), exact RMSE {exact_rmse:.4f}; "
+        "KL and RMSE on the test split:"
+    )
     print(f"  {'clusters':>8s} {'KL':>8s} {'RMSE':>8s}")
     for count, kl, rmse in clusters:
         print(f"  {count:8d} {kl:8.4f} {rmse:8.4f}")
@@ -207,8 +228,14 @@ def run_timing(num_train=10_000, num_test=10_000, d=8, num_features=512, num_cen
     y = torch.sin(x).sum(-1) + 0.1 * torch.randn(num_train, generator=generator, dtype=torch.float64)
     test_x = torch.randn(num_test, d, generator=generator, dtype=torch.float64)
     kernel = LocalizedMaclaurinKernel(
-        num_features, d, centers="cluster", threshold=1e-6, max_centers=num_centers, sketch="srht",
-        recentre_outside=recentre_outside, seed=0,
+        num_features,
+        d,
+        centers="cluster",
+        threshold=1e-6,
+        max_centers=num_centers,
+        sketch="srht",
+        recentre_outside=recentre_outside,
+        seed=0,
     )
     model = GP(x, y, ScaleKernel(kernel)).double()
     kernel.lengthscale = 2.0
@@ -227,10 +254,12 @@ def run_timing(num_train=10_000, num_test=10_000, d=8, num_features=512, num_cen
     from gprf.ops import nearest_center
 
     outside = (nearest_center(test_x / kernel.lengthscale, local.centers)[1] > local.radius).sum().item()
-    print(f"timing (N = {num_train}, d = {d}, F = {num_features}, {local.centers.size(-2)} centres, {num_test} test "
-          f"points, {torch.get_num_threads()} thread(s), recentre_outside={recentre_outside}): clustering + factors "
-          f"{setup:.2f} s, prediction {predict:.2f} s ({outside} test points outside the covered region); "
-          f"variance finite: {bool(torch.isfinite(posterior.variance).all())}")
+    print(
+        f"timing (N = {num_train}, d = {d}, F = {num_features}, {local.centers.size(-2)} centres, {num_test} test "
+        f"points, {torch.get_num_threads()} thread(s), recentre_outside={recentre_outside}): clustering + factors "
+        f"{setup:.2f} s, prediction {predict:.2f} s ({outside} test points outside the covered region); "
+        f"variance finite: {bool(torch.isfinite(posterior.variance).all())}"
+    )
     return setup, predict
 
 
@@ -245,7 +274,7 @@ def plot(path: str, sinc, diabetes) -> None:
     fig, axes = plt.subplots(1, 5, figsize=(20, 3.4), gridspec_kw={"width_ratios": [1, 1, 1, 1, 1.1]})
     reference = noisy_predictive(exact, test_x)
     panels = {"exact GP": exact, **models}
-    for ax, (name, model) in zip(axes, panels.items()):
+    for ax, (name, model) in zip(axes, panels.items(), strict=True):
         mean, var = noisy_predictive(model, test_x)
         sd = var.sqrt()
         t = test_x.squeeze(-1)

@@ -91,8 +91,14 @@ def _fourier(sampler):
 def _maclaurin(sketch, complex_=False, allocation="optimized", divisor=1):
     def build(f, d, seed):
         return MaclaurinKernel(
-            f // divisor, d, kernel="gaussian", sketch=sketch, complex=complex_, allocation=allocation,
-            seed=seed, ard_num_dims=d,
+            f // divisor,
+            d,
+            kernel="gaussian",
+            sketch=sketch,
+            complex=complex_,
+            allocation=allocation,
+            seed=seed,
+            ard_num_dims=d,
         )
 
     return build
@@ -105,8 +111,12 @@ METHODS = (
     Method("macl-rad", "opt. Maclaurin, Rademacher", _maclaurin("rademacher"), True),
     Method("macl-srht", "opt. Maclaurin, TensorSRHT", _maclaurin("srht"), True),
     Method("macl-srht-c", "opt. Maclaurin, complex TensorSRHT (2F real cols)", _maclaurin("srht", True), True),
-    Method("macl-srht-c/2", "opt. Maclaurin, complex TensorSRHT, F/2 complex (F real cols)",
-           _maclaurin("srht", True, divisor=2), True),
+    Method(
+        "macl-srht-c/2",
+        "opt. Maclaurin, complex TensorSRHT, F/2 complex (F real cols)",
+        _maclaurin("srht", True, divisor=2),
+        True,
+    ),
 )
 
 
@@ -231,8 +241,10 @@ def run_dataset(split: Split, methods, seeds: int, seed: int, fit_iters: int, lo
         "train_radius_median": ((split.train_x - split.train_x.mean(0)) / lengthscale).norm(dim=-1).median().item(),
         "cells": {},
     }
-    log(f"{split.name}: exact GP fitted in {summary['fit_seconds']:.1f} s, NMSE {summary['exact_nmse']:.4f}, "
-        f"MNLL {summary['exact_mnll']:.4f}")
+    log(
+        f"{split.name}: exact GP fitted in {summary['fit_seconds']:.1f} s, NMSE {summary['exact_nmse']:.4f}, "
+        f"MNLL {summary['exact_mnll']:.4f}"
+    )
     for method_index, method in enumerate(methods):
         for num_features in summary["counts"]:
             cell = Cell()
@@ -303,7 +315,7 @@ def markdown(summaries: list[dict], methods, seeds: int) -> str:
             for method in methods:
                 cells = [s["cells"][method.name, f] for f in counts]
                 text = []
-                for f, cell in zip(counts, cells):
+                for f, cell in zip(counts, cells, strict=True):
                     entry = _format(*_mean_std(cell.values[key]))
                     if cell.real_columns != f:
                         entry += f" ({cell.real_columns} cols)"
@@ -346,7 +358,10 @@ def plot(summaries: list[dict], methods, path: Path, seeds: int) -> None:
 
     keys = ("kl", "frob", "mnll")
     figure, axes = plt.subplots(
-        len(summaries), len(keys), figsize=(4.3 * len(keys), 3.4 * len(summaries)), squeeze=False,
+        len(summaries),
+        len(keys),
+        figsize=(4.3 * len(keys), 3.4 * len(summaries)),
+        squeeze=False,
         layout="constrained",
     )
     markers = "os^vDPX"
@@ -358,8 +373,13 @@ def plot(summaries: list[dict], methods, path: Path, seeds: int) -> None:
                 columns = [cell.real_columns for cell in cells]
                 stats = [_mean_std(cell.values[key]) for cell in cells]
                 axis.errorbar(
-                    columns, [m for m, _ in stats], yerr=[0 if math.isnan(e) else e for _, e in stats],
-                    marker=markers[index % len(markers)], markersize=4, capsize=3, label=method.name,
+                    columns,
+                    [m for m, _ in stats],
+                    yerr=[0 if math.isnan(e) else e for _, e in stats],
+                    marker=markers[index % len(markers)],
+                    markersize=4,
+                    capsize=3,
+                    label=method.name,
                     linestyle="--" if method.name == "rand-macl" else "-",
                 )
             if key == "mnll":
@@ -392,7 +412,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
     parser.add_argument("--methods", nargs="+", choices=[m.name for m in METHODS], default=[m.name for m in METHODS])
     parser.add_argument(
-        "--threads", type=int, default=1,
+        "--threads",
+        type=int,
+        default=1,
         help="torch threads (default 1: the matrices are small, extra threads only contend; 0: torch's choice)",
     )
     args = parser.parse_args(argv)
@@ -418,8 +440,10 @@ def main(argv: list[str] | None = None) -> None:
     args.output.mkdir(parents=True, exist_ok=True)
     (args.output / "maclaurin_regression.md").write_text(table + "\n", encoding="utf-8")
     plot(summaries, methods, args.output / "maclaurin_regression.png", seeds)
-    print(f"wrote {args.output / 'maclaurin_regression.md'} and {args.output / 'maclaurin_regression.png'} "
-          f"in {time.perf_counter() - start:.1f} s")
+    print(
+        f"wrote {args.output / 'maclaurin_regression.md'} and {args.output / 'maclaurin_regression.png'} "
+        f"in {time.perf_counter() - start:.1f} s"
+    )
 
 
 if __name__ == "__main__":

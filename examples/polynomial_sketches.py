@@ -137,7 +137,7 @@ def run(num_points: int, num_features: int, degrees: list[int], draws: int, seed
         ]
         for degree in degrees:
             exact = gram.pow(degree)
-            for variant_index, (variant, row) in enumerate(zip(VARIANTS, group)):
+            for variant_index, (variant, row) in enumerate(zip(VARIANTS, group, strict=True)):
                 draw_seed = seed + 100_000 * variant_index + 1000 * degree
                 values = errors(x, exact, degree, variant, num_features, draws, draw_seed, chunk)
                 std = values.std().item() if draws > 1 else float("nan")
@@ -221,10 +221,10 @@ def plot(rows: list[dict], path: Path, num_features: int, draws: int) -> None:
     import matplotlib.pyplot as plt
 
     groups = _groups(rows)
-    colors = dict(zip(SKETCH_NAMES, ("tab:blue", "tab:orange", "tab:green", "tab:red")))
+    colors = dict(zip(SKETCH_NAMES, ("tab:blue", "tab:orange", "tab:green", "tab:red"), strict=True))
     styles = {(False, 1): ("-", "o"), (True, 1): ("--", "s"), (False, 2): (":", "^")}
     figure, axes = plt.subplots(1, len(groups), figsize=(6.0 * len(groups), 5.4), squeeze=False, layout="constrained")
-    for axis, (preprocessing, group) in zip(axes[0], groups.items()):
+    for axis, (preprocessing, group) in zip(axes[0], groups.items(), strict=True):
         exact_points = []
         for row in group:
             sketch, is_complex, multiple = row["variant"]
@@ -236,7 +236,10 @@ def plot(rows: list[dict], path: Path, num_features: int, draws: int) -> None:
             axis.errorbar(
                 degrees,
                 means,
-                yerr=[[min(s, 0.9 * m) for m, s in zip(means, stds)], stds],  # keep the bars on the log axis
+                yerr=[
+                    [min(s, 0.9 * m) for m, s in zip(means, stds, strict=True)],
+                    stds,
+                ],  # keep the bars on the log axis
                 color=colors[sketch],
                 linestyle=linestyle,
                 marker=marker,

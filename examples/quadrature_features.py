@@ -54,7 +54,7 @@ def load(name: str) -> torch.Tensor:
 
 def exact_kernel(x: torch.Tensor, kernel: str) -> torch.Tensor:
     if kernel == "rbf":
-        return torch.exp(-torch.cdist(x, x) ** 2 / x.size(-1))
+        return torch.exp(-(torch.cdist(x, x) ** 2) / x.size(-1))
     return arccos_kernel(x, x, order=int(kernel[-1]))
 
 

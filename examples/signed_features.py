@@ -31,8 +31,8 @@ from sklearn.datasets import load_diabetes, load_digits
 
 from gprf.features import SignedRandomFeatures, delta_gaussian_spectrum, spherical_polynomial_spectrum
 from gprf.kernels import SignedRandomFeatureKernel
-from gprf.prediction import krein_ridge_mean
 from gprf.metrics import relative_frobenius_error
+from gprf.prediction import krein_ridge_mean
 
 DRAWS = 10
 MULTIPLIERS = (0.5, 1, 2, 8)
@@ -97,8 +97,10 @@ def main() -> None:
     x = unit_rows(torch.as_tensor(load_digits().data[:1000]))
     delta = delta_gaussian_spectrum([1.0, -1.0], [1.0, 10.0])
     sphere = spherical_polynomial_spectrum(2.0, 40, 64, truncation=80.0)
-    print(f"spherical polynomial a=2, p=40, d=64, W=80: masses {sphere.masses[0]:.3f} / {sphere.masses[1]:.3f}, "
-          f"max |truncation bias| on [0, 2] {float(sphere.truncation_bias(torch.linspace(0, 2, 41)).abs().max()):.1e}")
+    print(
+        f"spherical polynomial a=2, p=40, d=64, W=80: masses {sphere.masses[0]:.3f} / {sphere.masses[1]:.3f}, "
+        f"max |truncation bias| on [0, 2] {float(sphere.truncation_bias(torch.linspace(0, 2, 41)).abs().max()):.1e}"
+    )
     for radius in (10.0, 20.0, 30.0):
         paper = spherical_polynomial_spectrum(3.0, 1, 64, truncation=radius)
         print(f"paper's a=3, p=1, d=64 truncated at W={radius:g}: masses {paper.masses[0]:.3g} / {paper.masses[1]:.3g}")
@@ -112,7 +114,9 @@ def main() -> None:
     order = torch.randperm(inputs.size(0), generator=torch.Generator().manual_seed(0))
     inputs, targets = inputs[order], targets[order]
     standardised = (inputs - inputs[:300].mean(0)) / inputs[:300].std(0)
-    ridge_rmse("delta-Gaussian (l = 3)", delta, standardised[:300], targets[:300], standardised[300:], targets[300:], 3.0, 1.0)
+    ridge_rmse(
+        "delta-Gaussian (l = 3)", delta, standardised[:300], targets[:300], standardised[300:], targets[300:], 3.0, 1.0
+    )
     sphere10 = spherical_polynomial_spectrum(2.0, 5, 10, truncation=80.0)
     unit = unit_rows(standardised)
     ridge_rmse("sphere a=2, p=5 (W = 80)", sphere10, unit[:300], targets[:300], unit[300:], targets[300:], 1.0, 10.0)
@@ -124,9 +128,9 @@ def main() -> None:
         import matplotlib.pyplot as plt
 
         fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-        for ax, (name, rows) in zip(axes, tables.items()):
+        for ax, (name, rows) in zip(axes, tables.items(), strict=True):
             for sampler, label in (("iid", "GRFF (iid)"), ("orthogonal", "GORF (orthogonal)")):
-                means, stds = zip(*rows[sampler])
+                means, stds = zip(*rows[sampler], strict=True)
                 ax.errorbar(MULTIPLIERS, means, yerr=stds, marker="o", capsize=3, label=label)
             ax.set(xscale="log", yscale="log", xlabel="s / d", title=f"{name}, digits (d = 64)")
             ax.set_xticks(MULTIPLIERS, [f"{m:g}" for m in MULTIPLIERS])

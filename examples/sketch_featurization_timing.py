@@ -56,9 +56,7 @@ def unit_inputs(num_points: int, dim: int, dtype: torch.dtype, device: torch.dev
 
 
 @torch.no_grad()
-def time_featurization(
-    feature_maps: dict, x: torch.Tensor, chunk: int, repeats: int, warmup: int
-) -> dict:
+def time_featurization(feature_maps: dict, x: torch.Tensor, chunk: int, repeats: int, warmup: int) -> dict:
     """(median, min) seconds of featurizing every row of ``x`` into a preallocated output, per map.
 
     The maps are timed in turn within every repeat (interleaved), so a change of machine load during the

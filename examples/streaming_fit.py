@@ -149,22 +149,30 @@ def main() -> None:
         args.num_data, args.features, args.steps, args.check_size, args.checkpoints = 100_000, 128, 20, 5000, [30_000]
     torch.set_num_threads(args.threads)
 
-    test_x = torch.rand(args.test_size, args.dim, generator=torch.Generator().manual_seed(args.seed + 2), dtype=torch.float64)
+    test_x = torch.rand(
+        args.test_size, args.dim, generator=torch.Generator().manual_seed(args.seed + 2), dtype=torch.float64
+    )
     test_f = target(test_x)
     model = train_hyperparameters(args)
     rss_before = peak_rss_mb()
     curve, seconds = stream(model, args, test_x, test_f)
     rss = peak_rss_mb()
     raw_gb = args.num_data * (args.dim + 1) * 8 / 1e9
-    print(f"streamed N={args.num_data:,} points (d={args.dim}, F={args.features}, chunks of {args.chunk_size:,}) "
-          f"in {seconds:.1f} s on {args.threads} thread(s)")
-    print(f"peak RSS {rss:.0f} MB (before streaming {rss_before:.0f} MB); the raw data alone would take {raw_gb:.2f} GB "
-          f"and its {args.features} features {args.num_data * args.features * 8 / 1e9:.1f} GB")
+    print(
+        f"streamed N={args.num_data:,} points (d={args.dim}, F={args.features}, chunks of {args.chunk_size:,}) "
+        f"in {seconds:.1f} s on {args.threads} thread(s)"
+    )
+    print(
+        f"peak RSS {rss:.0f} MB (before streaming {rss_before:.0f} MB); the raw data alone would take {raw_gb:.2f} GB "
+        f"and its {args.features} features {args.num_data * args.features * 8 / 1e9:.1f} GB"
+    )
     for n, rmse in curve:
         print(f"  N = {n:>9,}: test RMSE {rmse:.4f}")
     mean_gap, var_gap = check_against_in_memory(model, args, test_x)
-    print(f"in-memory gprf model vs streaming at N={args.check_size:,}: max |d mean| = {mean_gap:.2e}, "
-          f"max |d variance| = {var_gap:.2e}")
+    print(
+        f"in-memory gprf model vs streaming at N={args.check_size:,}: max |d mean| = {mean_gap:.2e}, "
+        f"max |d variance| = {var_gap:.2e}"
+    )
     if args.plot:
         plot(curve, args, rss, seconds)
 

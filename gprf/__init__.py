@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"
 
-from gprf import (  # noqa: E402
+from gprf import (
     distributions,
     features,
     kernels,
@@ -14,8 +14,8 @@ from gprf import (  # noqa: E402
     settings,
     streaming,
 )
-from gprf._botorch_hook import register_with_botorch_if_imported  # noqa: E402
-from gprf.exceptions import DispatchFallbackWarning, LowRankStructureWarning, NonFiniteTrainingDataError  # noqa: E402
+from gprf._botorch_hook import register_with_botorch_if_imported
+from gprf.exceptions import DispatchFallbackWarning, LowRankStructureWarning, NonFiniteTrainingDataError
 
 # BoTorch already imported: register gprf's types with its dispatchers now (gprf itself never imports BoTorch).
 register_with_botorch_if_imported()

@@ -31,7 +31,9 @@ def relative_frobenius_error(approx: Tensor | LinearOperator, exact: Tensor | Li
     """
     approx, exact = _dense_real(approx), _dense_real(exact)
     if approx.shape[-2:] != exact.shape[-2:]:
-        raise ValueError(f"approx and exact must be matrices of the same size, got {tuple(approx.shape)} and {tuple(exact.shape)}.")
+        raise ValueError(
+            f"approx and exact must be matrices of the same size, got {tuple(approx.shape)} and {tuple(exact.shape)}."
+        )
     approx, exact = torch.broadcast_tensors(approx, exact)
     return torch.linalg.matrix_norm(approx - exact) / torch.linalg.matrix_norm(exact)
 
@@ -40,7 +42,8 @@ def gaussian_kl(mean_p: Tensor, var_p: Tensor, mean_q: Tensor, var_q: Tensor) ->
     r"""Mean over test points of :math:`\mathrm{KL}(N(m_p, s_p^2)\,\Vert\,N(m_q, s_q^2))`.
 
     .. math::
-        \frac1M\sum_i \tfrac12\Big[\log\frac{s_{q,i}^2}{s_{p,i}^2} + \frac{s_{p,i}^2 + (m_{p,i} - m_{q,i})^2}{s_{q,i}^2} - 1\Big]
+        \frac1M\sum_i \tfrac12\Big[\log\frac{s_{q,i}^2}{s_{p,i}^2}
+        + \frac{s_{p,i}^2 + (m_{p,i} - m_{q,i})^2}{s_{q,i}^2} - 1\Big]
 
     Pass the approximation as ``p`` and the exact predictive as ``q`` (KL(approx ‖ exact)). This is the
     *mean per test point*; multiply by the number of points for the sum used by some papers.

@@ -18,9 +18,9 @@ def test_relative_frobenius_error():
     assert metrics.relative_frobenius_error(approx, exact).item() == pytest.approx(expected, rel=1e-12)
     # LinearOperators and complex approximations (real part) are accepted.
     complex_approx = torch.complex(approx, torch.ones_like(approx))
-    assert metrics.relative_frobenius_error(
-        complex_approx, DenseLinearOperator(exact)
-    ).item() == pytest.approx(expected)
+    assert metrics.relative_frobenius_error(complex_approx, DenseLinearOperator(exact)).item() == pytest.approx(
+        expected
+    )
     with pytest.raises(ValueError, match="same size"):
         metrics.relative_frobenius_error(approx[:2], exact)
     batch = torch.stack([approx, exact])

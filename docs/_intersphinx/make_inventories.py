@@ -46,14 +46,18 @@ TABLE: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
     "python": (
         "https://docs.python.org/3/",
         [
-            ("library/collections.abc.html", "cpython Doc/library/collections.abc.rst: .. module:: / .. class::", """
+            (
+                "library/collections.abc.html",
+                "cpython Doc/library/collections.abc.rst: .. module:: / .. class::",
+                """
                 py:module collections.abc
                 py:class collections.abc.Callable
                 py:class collections.abc.Iterable
                 py:class collections.abc.Iterator
                 py:class collections.abc.Mapping
                 py:class collections.abc.Sequence
-            """),
+            """,
+            ),
             ("library/abc.html", "cpython Doc/library/abc.rst: .. class:: ABC", "py:class abc.ABC"),
             ("library/numbers.html", "cpython Doc/library/numbers.rst: .. class:: Number", "py:class numbers.Number"),
         ],
@@ -64,33 +68,57 @@ TABLE: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
         "https://pytorch.org/docs/stable/",
         [
             ("tensors.html", "tensors.rst: .. currentmodule:: torch / .. class:: Tensor()", "py:class torch.Tensor"),
-            ("tensor_attributes.html", "tensor_attributes.rst: .. currentmodule:: torch / .. class:: dtype, device", """
+            (
+                "tensor_attributes.html",
+                "tensor_attributes.rst: .. currentmodule:: torch / .. class:: dtype, device",
+                """
                 py:class torch.dtype
                 py:class torch.device
-            """),
+            """,
+            ),
             ("size.html", "size.rst: .. autoclass:: torch.Size", "py:class torch.Size"),
-            ("generated/{name}.html", "torch.rst: .. currentmodule:: torch / .. autosummary:: :toctree: generated", """
+            (
+                "generated/{name}.html",
+                "torch.rst: .. currentmodule:: torch / .. autosummary:: :toctree: generated",
+                """
                 py:class torch.Generator torch._C.Generator
                 py:class torch.quasirandom.SobolEngine
                 py:function torch.manual_seed
                 py:function torch.cholesky_solve
                 py:function torch.view_as_complex
                 py:function torch.view_as_real
-            """),
-            ("generated/{name}.html", "nn.rst: .. currentmodule:: torch.nn / .. autosummary:: :toctree: generated", """
+            """,
+            ),
+            (
+                "generated/{name}.html",
+                "nn.rst: .. currentmodule:: torch.nn / .. autosummary:: :toctree: generated",
+                """
                 py:class torch.nn.Module torch.nn.modules.module.Module
-            """),
-            ("generated/{name}.html", "linalg.rst: .. currentmodule:: torch.linalg / .. autosummary:: :toctree: generated", """
+            """,
+            ),
+            (
+                "generated/{name}.html",
+                "linalg.rst: .. currentmodule:: torch.linalg / .. autosummary:: :toctree: generated",
+                """
                 py:function torch.linalg.cholesky
                 py:function torch.linalg.solve_triangular
-            """),
-            ("generated/{name}.html", "cuda.rst: .. currentmodule:: torch.cuda / .. autosummary:: :toctree: generated", """
+            """,
+            ),
+            (
+                "generated/{name}.html",
+                "cuda.rst: .. currentmodule:: torch.cuda / .. autosummary:: :toctree: generated",
+                """
                 py:function torch.cuda.max_memory_allocated
-            """),
-            ("distributed.html", "distributed.rst: .. automodule:: torch.distributed / .. autofunction::", """
+            """,
+            ),
+            (
+                "distributed.html",
+                "distributed.rst: .. automodule:: torch.distributed / .. autofunction::",
+                """
                 py:module torch.distributed
                 py:function torch.distributed.all_reduce
-            """),
+            """,
+            ),
         ],
     ),
     # cornellius-gp/gpytorch docs/source; docs.gpytorch.ai is where GPyTorch's own notebooks link its API pages
@@ -98,7 +126,10 @@ TABLE: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
     "gpytorch": (
         "https://docs.gpytorch.ai/en/stable/",
         [
-            ("kernels.html", "kernels.rst: .. automodule:: / .. currentmodule:: gpytorch.kernels / .. autoclass::", """
+            (
+                "kernels.html",
+                "kernels.rst: .. automodule:: / .. currentmodule:: gpytorch.kernels / .. autoclass::",
+                """
                 py:module gpytorch.kernels
                 py:class gpytorch.kernels.Kernel gpytorch.kernels.kernel.Kernel
                 py:class gpytorch.kernels.AdditiveKernel gpytorch.kernels.kernel.AdditiveKernel
@@ -109,46 +140,82 @@ TABLE: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
                 py:class gpytorch.kernels.LinearKernel gpytorch.kernels.linear_kernel.LinearKernel
                 py:class gpytorch.kernels.PolynomialKernel gpytorch.kernels.polynomial_kernel.PolynomialKernel
                 py:class gpytorch.kernels.RFFKernel gpytorch.kernels.rff_kernel.RFFKernel
-            """),
-            ("likelihoods.html", "likelihoods.rst: .. automodule:: / .. currentmodule:: gpytorch.likelihoods / .. autoclass::", """
+            """,
+            ),
+            (
+                "likelihoods.html",
+                "likelihoods.rst: .. automodule:: / .. currentmodule:: gpytorch.likelihoods / .. autoclass::",
+                """
                 py:module gpytorch.likelihoods
                 py:class gpytorch.likelihoods.Likelihood gpytorch.likelihoods.likelihood.Likelihood
                 py:class gpytorch.likelihoods.GaussianLikelihood gpytorch.likelihoods.gaussian_likelihood.GaussianLikelihood
                 py:class gpytorch.likelihoods.FixedNoiseGaussianLikelihood gpytorch.likelihoods.gaussian_likelihood.FixedNoiseGaussianLikelihood
                 py:class gpytorch.likelihoods.DirichletClassificationLikelihood gpytorch.likelihoods.gaussian_likelihood.DirichletClassificationLikelihood
-            """),
-            ("models.html", "models.rst: .. automodule:: / .. currentmodule:: gpytorch.models / .. autoclass:: ExactGP", """
+            """,
+            ),
+            (
+                "models.html",
+                "models.rst: .. automodule:: / .. currentmodule:: gpytorch.models / .. autoclass:: ExactGP",
+                """
                 py:module gpytorch.models
                 py:class gpytorch.models.ExactGP gpytorch.models.exact_gp.ExactGP
-            """),
-            ("distributions.html", "distributions.rst: .. automodule:: / .. currentmodule:: gpytorch.distributions / .. autoclass::", """
+            """,
+            ),
+            (
+                "distributions.html",
+                "distributions.rst: .. automodule:: / .. currentmodule:: gpytorch.distributions / .. autoclass::",
+                """
                 py:module gpytorch.distributions
                 py:class gpytorch.distributions.MultivariateNormal gpytorch.distributions.multivariate_normal.MultivariateNormal
                 py:class gpytorch.distributions.MultitaskMultivariateNormal gpytorch.distributions.multitask_multivariate_normal.MultitaskMultivariateNormal
-            """),
-            ("marginal_log_likelihoods.html", "marginal_log_likelihoods.rst: .. automodule:: / .. currentmodule:: gpytorch.mlls / .. autoclass::", """
+            """,
+            ),
+            (
+                "marginal_log_likelihoods.html",
+                "marginal_log_likelihoods.rst: .. automodule:: / .. currentmodule:: gpytorch.mlls / .. autoclass::",
+                """
                 py:module gpytorch.mlls
                 py:class gpytorch.mlls.ExactMarginalLogLikelihood gpytorch.mlls.exact_marginal_log_likelihood.ExactMarginalLogLikelihood
-            """),
-            ("means.html", "means.rst: .. automodule:: / .. currentmodule:: gpytorch.means / .. autoclass::", """
+            """,
+            ),
+            (
+                "means.html",
+                "means.rst: .. automodule:: / .. currentmodule:: gpytorch.means / .. autoclass::",
+                """
                 py:module gpytorch.means
                 py:class gpytorch.means.Mean gpytorch.means.mean.Mean
                 py:class gpytorch.means.ConstantMean gpytorch.means.constant_mean.ConstantMean
                 py:class gpytorch.means.ZeroMean gpytorch.means.zero_mean.ZeroMean
-            """),
-            ("priors.html", "priors.rst: .. automodule:: / .. currentmodule:: gpytorch.priors / .. autoclass::", """
+            """,
+            ),
+            (
+                "priors.html",
+                "priors.rst: .. automodule:: / .. currentmodule:: gpytorch.priors / .. autoclass::",
+                """
                 py:module gpytorch.priors
                 py:class gpytorch.priors.Prior gpytorch.priors.prior.Prior
-            """),
-            ("constraints.html", "constraints.rst: .. automodule:: / .. currentmodule:: gpytorch.constraints / .. autoclass::", """
+            """,
+            ),
+            (
+                "constraints.html",
+                "constraints.rst: .. automodule:: / .. currentmodule:: gpytorch.constraints / .. autoclass::",
+                """
                 py:module gpytorch.constraints
                 py:class gpytorch.constraints.Interval gpytorch.constraints.constraints.Interval
                 py:class gpytorch.constraints.GreaterThan gpytorch.constraints.constraints.GreaterThan
                 py:class gpytorch.constraints.Positive gpytorch.constraints.constraints.Positive
-            """),
-            ("module.html", "module.rst: .. autoclass:: gpytorch.Module", "py:class gpytorch.Module gpytorch.module.Module"),
+            """,
+            ),
+            (
+                "module.html",
+                "module.rst: .. autoclass:: gpytorch.Module",
+                "py:class gpytorch.Module gpytorch.module.Module",
+            ),
             # automodule :members: follows gpytorch.settings.__all__, which also re-exports linear_operator's settings.
-            ("settings.html", "settings.rst: .. automodule:: gpytorch.settings :members:", """
+            (
+                "settings.html",
+                "settings.rst: .. automodule:: gpytorch.settings :members:",
+                """
                 py:module gpytorch.settings
                 py:class gpytorch.settings.cholesky_jitter
                 py:class gpytorch.settings.detach_test_caches
@@ -157,7 +224,8 @@ TABLE: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
                 py:class gpytorch.settings.lazily_evaluate_kernels
                 py:class gpytorch.settings.max_cholesky_size
                 py:class gpytorch.settings.skip_posterior_variances
-            """),
+            """,
+            ),
         ],
     ),
     # cornellius-gp/linear_operator docs/source (README: linear-operator.readthedocs.io; GPyTorch's conf.py maps
@@ -167,35 +235,59 @@ TABLE: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
         [
             ("namespace.html", "namespace.rst: .. automodule:: linear_operator", "py:module linear_operator"),
             # Documented under its top-level name; gprf (and GPyTorch) import it from linear_operator.operators.
-            ("linear_operator.html", "linear_operator.rst: .. autoclass:: linear_operator.LinearOperator", """
+            (
+                "linear_operator.html",
+                "linear_operator.rst: .. autoclass:: linear_operator.LinearOperator",
+                """
                 py:class linear_operator.LinearOperator linear_operator.operators._linear_operator.LinearOperator linear_operator.operators.LinearOperator
-            """),
-            ("converting.html", "converting.rst: .. autofunction:: linear_operator.to_dense, to_linear_operator", """
+            """,
+            ),
+            (
+                "converting.html",
+                "converting.rst: .. autofunction:: linear_operator.to_dense, to_linear_operator",
+                """
                 py:function linear_operator.to_dense
                 py:function linear_operator.to_linear_operator
-            """),
-            ("data_sparse_operators.html", "data_sparse_operators.rst: .. autoclass:: linear_operator.operators.*", """
+            """,
+            ),
+            (
+                "data_sparse_operators.html",
+                "data_sparse_operators.rst: .. autoclass:: linear_operator.operators.*",
+                """
                 py:class linear_operator.operators.CholLinearOperator linear_operator.operators.chol_linear_operator.CholLinearOperator
                 py:class linear_operator.operators.ConstantDiagLinearOperator linear_operator.operators.diag_linear_operator.ConstantDiagLinearOperator
                 py:class linear_operator.operators.DiagLinearOperator linear_operator.operators.diag_linear_operator.DiagLinearOperator
                 py:class linear_operator.operators.IdentityLinearOperator linear_operator.operators.identity_linear_operator.IdentityLinearOperator
                 py:class linear_operator.operators.RootLinearOperator linear_operator.operators.root_linear_operator.RootLinearOperator
                 py:class linear_operator.operators.ZeroLinearOperator linear_operator.operators.zero_linear_operator.ZeroLinearOperator
-            """),
-            ("composition_decoration_operators.html", "composition_decoration_operators.rst: .. autoclass:: linear_operator.operators.*", """
+            """,
+            ),
+            (
+                "composition_decoration_operators.html",
+                "composition_decoration_operators.rst: .. autoclass:: linear_operator.operators.*",
+                """
                 py:class linear_operator.operators.AddedDiagLinearOperator linear_operator.operators.added_diag_linear_operator.AddedDiagLinearOperator
                 py:class linear_operator.operators.MatmulLinearOperator linear_operator.operators.matmul_linear_operator.MatmulLinearOperator
-            """),
-            ("structure.html", "structure.rst: .. autoclass:: linear_operator.operators.TriangularLinearOperator", """
+            """,
+            ),
+            (
+                "structure.html",
+                "structure.rst: .. autoclass:: linear_operator.operators.TriangularLinearOperator",
+                """
                 py:class linear_operator.operators.TriangularLinearOperator linear_operator.operators.triangular_linear_operator.TriangularLinearOperator
-            """),
-            ("settings.html", "settings.rst: .. automodule:: linear_operator.settings :members:", """
+            """,
+            ),
+            (
+                "settings.html",
+                "settings.rst: .. automodule:: linear_operator.settings :members:",
+                """
                 py:module linear_operator.settings
                 py:class linear_operator.settings.cholesky_jitter
                 py:class linear_operator.settings.fast_computations
                 py:attribute linear_operator.settings.fast_computations.log_prob
                 py:class linear_operator.settings.max_cholesky_size
-            """),
+            """,
+            ),
         ],
     ),
     # pytorch/botorch sphinx/source (.readthedocs.yaml builds it; docs/*.md link botorch.readthedocs.io/en/latest/).
@@ -203,7 +295,10 @@ TABLE: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
     "botorch": (
         "https://botorch.readthedocs.io/en/stable/",
         [
-            ("models.html", "models.rst: .. automodule:: botorch.models(.gp_regression, .model, .gpytorch, .transforms.*, .utils.*)", """
+            (
+                "models.html",
+                "models.rst: .. automodule:: botorch.models(.gp_regression, .model, .gpytorch, .transforms.*, .utils.*)",
+                """
                 py:module botorch.models
                 py:module botorch.models.gp_regression
                 py:class botorch.models.gp_regression.SingleTaskGP botorch.models.SingleTaskGP
@@ -215,8 +310,12 @@ TABLE: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
                 py:class botorch.models.transforms.outcome.OutcomeTransform
                 py:class botorch.models.transforms.outcome.Standardize
                 py:function botorch.models.utils.gpytorch_modules.get_covar_module_with_dim_scaled_prior
-            """),
-            ("sampling.html", "sampling.rst: .. automodule:: botorch.sampling.pathwise.* :members:", """
+            """,
+            ),
+            (
+                "sampling.html",
+                "sampling.rst: .. automodule:: botorch.sampling.pathwise.* :members:",
+                """
                 py:module botorch.sampling.pathwise.features.maps
                 py:module botorch.sampling.pathwise.features.generators
                 py:module botorch.sampling.pathwise.paths
@@ -232,26 +331,47 @@ TABLE: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
                 py:class botorch.sampling.pathwise.posterior_samplers.MatheronPath
                 py:function botorch.sampling.pathwise.posterior_samplers.draw_matheron_paths botorch.sampling.pathwise.draw_matheron_paths
                 py:function botorch.sampling.pathwise.update_strategies.gaussian_update
-            """),
-            ("acquisition.html", "acquisition.rst: .. automodule:: botorch.acquisition.logei, .thompson_sampling :members:", """
+            """,
+            ),
+            (
+                "acquisition.html",
+                "acquisition.rst: .. automodule:: botorch.acquisition.logei, .thompson_sampling :members:",
+                """
                 py:class botorch.acquisition.logei.qLogExpectedImprovement
                 py:class botorch.acquisition.logei.qLogNoisyExpectedImprovement
                 py:class botorch.acquisition.thompson_sampling.PathwiseThompsonSampling
-            """),
+            """,
+            ),
             ("fit.html", "fit.rst: .. automodule:: botorch.fit :members:", "py:function botorch.fit.fit_gpytorch_mll"),
-            ("optim.html", "optim.rst: .. automodule:: botorch.optim.optimize :members:", """
+            (
+                "optim.html",
+                "optim.rst: .. automodule:: botorch.optim.optimize :members:",
+                """
                 py:function botorch.optim.optimize.optimize_acqf botorch.optim.optimize_acqf
-            """),
-            ("posteriors.html", "posteriors.rst: .. automodule:: botorch.posteriors.gpytorch :members:", """
+            """,
+            ),
+            (
+                "posteriors.html",
+                "posteriors.rst: .. automodule:: botorch.posteriors.gpytorch :members:",
+                """
                 py:class botorch.posteriors.gpytorch.GPyTorchPosterior
-            """),
-            ("exceptions.html", "exceptions.rst: .. automodule:: botorch.exceptions.warnings :members:", """
+            """,
+            ),
+            (
+                "exceptions.html",
+                "exceptions.rst: .. automodule:: botorch.exceptions.warnings :members:",
+                """
                 py:exception botorch.exceptions.warnings.InputDataWarning botorch.exceptions.InputDataWarning
-            """),
-            ("test_functions.html", "test_functions.rst: .. automodule:: botorch.test_functions.synthetic :members:", """
+            """,
+            ),
+            (
+                "test_functions.html",
+                "test_functions.rst: .. automodule:: botorch.test_functions.synthetic :members:",
+                """
                 py:class botorch.test_functions.synthetic.Hartmann
                 py:class botorch.test_functions.synthetic.StyblinskiTang
-            """),
+            """,
+            ),
         ],
     ),
 }
@@ -280,6 +400,7 @@ def write(project: str, lines: list[str]) -> Path:
 
 def check(lines: list[str]) -> None:
     """Import every name and alias of an installed package and check that the aliases are the same object."""
+
     def resolve(dotted: str) -> object:
         parts = dotted.split(".")
         for i in range(len(parts), 0, -1):

@@ -41,7 +41,9 @@ def draw_prior_paths(model: ExactGP, **kwargs: Any) -> GeneralizedLinearPath:
 
 
 @GaussianUpdate.register(ExactGP, (GaussianLikelihood, FixedNoiseGaussianLikelihood))
-def gaussian_update(model: ExactGP, likelihood: Likelihood, *, scale_tril: Any = None, **kwargs: Any) -> GeneralizedLinearPath:
+def gaussian_update(
+    model: ExactGP, likelihood: Likelihood, *, scale_tril: Any = None, **kwargs: Any
+) -> GeneralizedLinearPath:
     """:func:`~gprf.botorch.weight_space_update` for gprf kernels; BoTorch's dense update for every other model
     and whenever the caller supplies a Cholesky factor of :math:`K + \\Sigma` (``scale_tril``)."""
     if scale_tril is None and is_feature_kernel(model.covar_module):

@@ -75,7 +75,9 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
         sampler: str = "orthogonal",
         seed: int | None = None,
     ) -> None:
-        output_batch_shape = train_X.shape[:-2] + (torch.Size([train_Y.shape[-1]]) if train_Y.shape[-1] > 1 else torch.Size())
+        output_batch_shape = train_X.shape[:-2] + (
+            torch.Size([train_Y.shape[-1]]) if train_Y.shape[-1] > 1 else torch.Size()
+        )
         if covar_module is None:
             num_dims = _transformed_dim(train_X, input_transform)
             priors = get_covar_module_with_dim_scaled_prior(ard_num_dims=num_dims, batch_shape=output_batch_shape)

@@ -67,7 +67,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description=__doc__.split("\n\n")[0].strip().removeprefix("``gprf bench``: "),
     )
     parser.add_argument(
-        "--what", type=sub_benchmarks, default=sub_benchmarks(DEFAULT_WHAT), metavar="LIST",
+        "--what",
+        type=sub_benchmarks,
+        default=sub_benchmarks(DEFAULT_WHAT),
+        metavar="LIST",
         help=f"sub-benchmarks: {', '.join(SUB_BENCHMARKS)} (comma-separated) or all (default: {DEFAULT_WHAT})",
     )
     parser.add_argument("--n", type=positive_int, default=32000, help="training points (default: 32000)")
@@ -76,32 +79,53 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--features", type=positive_int, default=512, metavar="F", help="real features, even (default: 512)"
     )
     parser.add_argument("--test-points", type=positive_int, default=10000, metavar="M", help="default: 10000")
-    parser.add_argument("--repeats", type=positive_int, metavar="R", default=5, help="timed runs per measure (default: 5)")
-    parser.add_argument("--warmup", type=non_negative_int, metavar="W", default=1, help="untimed runs first (default: 1)")
     parser.add_argument(
-        "--exact-max-n", type=non_negative_int, metavar="N", default=8000,
+        "--repeats", type=positive_int, metavar="R", default=5, help="timed runs per measure (default: 5)"
+    )
+    parser.add_argument(
+        "--warmup", type=non_negative_int, metavar="W", default=1, help="untimed runs first (default: 1)"
+    )
+    parser.add_argument(
+        "--exact-max-n",
+        type=non_negative_int,
+        metavar="N",
+        default=8000,
         help="time the exact GP only when N <= this (default: 8000; 0 disables it)",
     )
-    parser.add_argument("--seed", type=non_negative_int, metavar="S", default=0, help="seed of the data and features (default: 0)")
+    parser.add_argument(
+        "--seed", type=non_negative_int, metavar="S", default=0, help="seed of the data and features (default: 0)"
+    )
     feat = parser.add_argument_group("featurize")
     feat.add_argument(
         "--featurize-n", type=positive_int, metavar="N", default=10000, help="inputs mapped (default: 10000)"
     )
     feat.add_argument(
-        "--featurize-dims", type=positive_ints, metavar="D,...", default=[8, 512],
+        "--featurize-dims",
+        type=positive_ints,
+        metavar="D,...",
+        default=[8, 512],
         help="input dimensions (default: 8,512: a small d and one where O(d log d) vs O(d^2) matters)",
     )
     feat.add_argument(
-        "--sketch-degree", type=positive_int, metavar="P", default=2,
+        "--sketch-degree",
+        type=positive_int,
+        metavar="P",
+        default=2,
         help="polynomial degree of the sketches (default: 2)",
     )
     ts = parser.add_argument_group("thompson")
     ts.add_argument(
-        "--thompson-n", type=positive_int, metavar="N", default=20000,
+        "--thompson-n",
+        type=positive_int,
+        metavar="N",
+        default=20000,
         help="training points of the gprf route (default: 20000)",
     )
     ts.add_argument(
-        "--thompson-exact-n", type=non_negative_int, metavar="N", default=1000,
+        "--thompson-exact-n",
+        type=non_negative_int,
+        metavar="N",
+        default=1000,
         help="training points where both routes run (default: 1000; BoTorch's dense update needs (S+2) N^2 "
         "floats; 0 skips it)",
     )
@@ -109,7 +133,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--paths", type=positive_int, metavar="S", default=100, help="sample paths = candidates selected (default: 100)"
     )
     ts.add_argument(
-        "--candidates", type=positive_int, metavar="C", default=2000,
+        "--candidates",
+        type=positive_int,
+        metavar="C",
+        default=2000,
         help="points each path is maximised over (default: 2000)",
     )
     add_device_arguments(parser)

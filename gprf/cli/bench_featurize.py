@@ -97,8 +97,7 @@ def run_featurize(
             times = interleaved_timings(fns, device, repeats, warmup)
         medians[str(d)] = {name: statistics.median(values) for name, values in times.items()}
     ratios = {
-        f"{a}/{b}": {d: per[a] / per[b] for d, per in medians.items() if a in per and b in per}
-        for a, b in RATIOS
+        f"{a}/{b}": {d: per[a] / per[b] for d, per in medians.items() if a in per and b in per} for a, b in RATIOS
     }
     return {
         "n": n,

@@ -163,9 +163,7 @@ def run_gp(
 
     medians = {measure: {name: statistics.median(v) for name, v in per.items()} for measure, per in times.items()}
     ratios = {
-        measure: {
-            f"gprf/{peer}": per["gprf"] / per[peer] for peer in PEERS[1:] if peer in per and per[peer] > 0
-        }
+        measure: {f"gprf/{peer}": per["gprf"] / per[peer] for peer in PEERS[1:] if peer in per and per[peer] > 0}
         for measure, per in medians.items()
     }
     return {

@@ -21,8 +21,8 @@ before each route where Linux allows it, otherwise the peak so far.
 from __future__ import annotations
 
 import functools
-import resource
 import os
+import resource
 import statistics
 import sys
 import warnings
@@ -119,6 +119,7 @@ def _build_models(args, x: Tensor, y: Tensor) -> dict[str, torch.nn.Module]:
     from gprf.botorch import RandomFeatureSingleTaskGP
 
     large, small = args.thompson_n, args.thompson_exact_n
+
     def gprf_model(n: int) -> torch.nn.Module:
         return RandomFeatureSingleTaskGP(x[:n], y[:n], num_features=args.features, seed=args.seed)
 
@@ -190,9 +191,7 @@ def _memory_kind(device: torch.device, per_route: bool) -> str:
 def render_thompson(result: dict) -> list[str]:
     medians, peaks = result["median_s"], result["peak_memory_bytes"]
     sizes = {"gprf-large": result["large_n"], "gprf-small": result["small_n"], "botorch-small": result["small_n"]}
-    rows = [
-        [name, str(sizes[name]), format_seconds(medians[name]), f"{peaks[name] / 2**30:.3g}"] for name in medians
-    ]
+    rows = [[name, str(sizes[name]), format_seconds(medians[name]), f"{peaks[name] / 2**30:.3g}"] for name in medians]
     dense = result["dense_update_bytes"]
     lines = [
         f"thompson: discrete pathwise Thompson sampling, {result['paths']} paths (one candidate each) "

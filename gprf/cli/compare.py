@@ -76,18 +76,27 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--test-fraction", type=fraction, metavar="FRAC", default=0.2, help="test share of the rows (default: 0.2)"
     )
     data.add_argument(
-        "--max-train", type=positive_int, metavar="N", default=5000,
+        "--max-train",
+        type=positive_int,
+        metavar="N",
+        default=5000,
         help="at most this many training rows (the exact GP is O(N^3); default: 5000)",
     )
     model = parser.add_argument_group("model")
     model.add_argument("--kernel", choices=EXACT_KERNELS, default="rbf", help="exact kernel (default: rbf)")
     model.add_argument(
-        "--subsample", type=positive_int, metavar="N", default=1000,
+        "--subsample",
+        type=positive_int,
+        metavar="N",
+        default=1000,
         help="training rows used to fit the hyperparameters (default: 1000)",
     )
     model.add_argument("--optimizer", choices=("adam", "lbfgs"), default="adam", help="default: adam")
     model.add_argument(
-        "--fit-iters", type=positive_int, metavar="N", default=100,
+        "--fit-iters",
+        type=positive_int,
+        metavar="N",
+        default=100,
         help="Adam steps, or L-BFGS function evaluations (default: 100)",
     )
     model.add_argument(
@@ -106,7 +115,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--repeats", type=positive_int, metavar="R", default=1, help="feature draws per method, averaged (default: 1)"
     )
     approx.add_argument(
-        "--kernel-points", type=positive_int, metavar="N", default=1000,
+        "--kernel-points",
+        type=positive_int,
+        metavar="N",
+        default=1000,
         help="training points on which the kernel-matrix error is measured (default: 1000)",
     )
     out = parser.add_argument_group("run and output")
@@ -563,6 +575,7 @@ def plot_report(report: CompareReport, path: str) -> None:
         figure.subplots(1, 2),
         ("kl", "frobenius"),
         ("KL(approx || exact) per test point", "relative Frobenius error of K"),
+        strict=True,
     ):
         means = [r.mean(key) for r in results]
         stds = [r.std(key) or 0.0 for r in results]

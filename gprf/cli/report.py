@@ -48,10 +48,10 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     for row in rows:
         if len(row) != len(headers):
             raise ValueError(f"table row has {len(row)} cells, expected {len(headers)}: {row!r}")
-        widths = [max(w, len(cell)) for w, cell in zip(widths, row)]
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
 
     def line(cells: Sequence[str]) -> str:
-        parts = [cells[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:])]
+        parts = [cells[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True)]
         return "  ".join(parts).rstrip()
 
     rule = "  ".join("-" * w for w in widths)

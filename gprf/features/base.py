@@ -1,4 +1,5 @@
-"""The feature-map contracts: one real root (:class:`FeatureMap`) or two roots and a signature (:class:`SignedFeatureMap`)."""
+"""The feature-map contracts: one real root (:class:`FeatureMap`), or two roots and a signature
+(:class:`SignedFeatureMap`)."""
 
 from __future__ import annotations
 
@@ -216,7 +217,8 @@ class FeatureMap(FeatureMapBase):
 
 
 def real_root(phi: Tensor) -> Tensor:
-    r"""The real root of features :math:`\Phi`: :math:`\Phi` itself, or :math:`[\mathrm{Re}\,\Phi, \mathrm{Im}\,\Phi]`."""
+    r"""The real root of features :math:`\Phi`: :math:`\Phi` itself, or
+    :math:`[\mathrm{Re}\,\Phi, \mathrm{Im}\,\Phi]` for complex features."""
     return torch.cat([phi.real, phi.imag], dim=-1) if phi.is_complex() else phi
 
 
@@ -239,7 +241,8 @@ class SignedFeatureMap(FeatureMapBase):
         """Number of columns of each root."""
 
     def signature(self, dtype: torch.dtype | None = None, device: torch.device | None = None) -> Tensor:
-        r""":math:`\varsigma`: ``root_dim`` ones then ``root_dim`` minus ones (the signs of the columns of ``[A, B]``)."""
+        r""":math:`\varsigma`: ``root_dim`` ones then ``root_dim`` minus ones, the signs of the columns of
+        ``[A, B]``."""
         signature = torch.ones(2 * self.root_dim, dtype=dtype, device=device)
         signature[self.root_dim :] = -1.0
         return signature

@@ -140,7 +140,9 @@ class CompositionalFeatures(FeatureMap):
         # Buffers of the forward pass (not random: rebuilt from the skeleton, so not saved in the state dict).
         self.register_buffer("node_slot_coordinate", table, persistent=False)
         self.register_buffer("node_of_slot", node_of_slot, persistent=False)
-        self.register_buffer("node_sqrt_size", (sizes + 1).double().sqrt().to(torch.get_default_dtype()), persistent=False)
+        self.register_buffer(
+            "node_sqrt_size", (sizes + 1).double().sqrt().to(torch.get_default_dtype()), persistent=False
+        )
 
     # ------------------------------------------------------------------ sampling (construction time, CPU)
     def _sample_paths(self, num: int, generator: torch.Generator) -> _Draws:
@@ -180,7 +182,9 @@ class CompositionalFeatures(FeatureMap):
         offsets = torch.arange(entry_leaf.numel()) - (lengths.cumsum(0) - lengths).repeat_interleave(lengths)
         entry_slot = start[gaussian].repeat_interleave(lengths) + offsets
         weight = torch.randn(entry_leaf.numel(), generator=generator, dtype=torch.float64)
-        return _Draws(num, leaf_path, leaf_node, coordinate, phase, entry_leaf, self._slot_coordinate[entry_slot], weight)
+        return _Draws(
+            num, leaf_path, leaf_node, coordinate, phase, entry_leaf, self._slot_coordinate[entry_slot], weight
+        )
 
     @staticmethod
     def _monomial_keys(draws: _Draws, num: int, gaussian: Tensor, first_key: int) -> list[tuple[int, ...]]:
@@ -189,7 +193,7 @@ class CompositionalFeatures(FeatureMap):
         order = torch.argsort(draws.leaf_path, stable=True)
         sorted_paths, sorted_keys = draws.leaf_path[order].tolist(), keys[order].tolist()
         grouped: list[list[int]] = [[] for _ in range(num)]
-        for p, k in zip(sorted_paths, sorted_keys):
+        for p, k in zip(sorted_paths, sorted_keys, strict=True):
             grouped[p].append(k)
         return [tuple(sorted(g)) for g in grouped]
 
@@ -259,11 +263,11 @@ class CompositionalFeatures(FeatureMap):
             used = atom >= 0
             entries.append((atom[used], draws.entry_coordinate[used], draws.entry_weight[used]))
             num_atoms += kept.numel()
-        atom_feature, atom_node, atom_slot, atom_phase = (torch.cat(parts) for parts in zip(*atoms))
+        atom_feature, atom_node, atom_slot, atom_phase = (torch.cat(parts) for parts in zip(*atoms, strict=True))
         order = torch.argsort(atom_feature, stable=True)  # column order across chunks
         rank = torch.empty_like(order)
         rank[order] = torch.arange(order.numel())
-        entry_atom, entry_coordinate, entry_weight = (torch.cat(parts) for parts in zip(*entries))
+        entry_atom, entry_coordinate, entry_weight = (torch.cat(parts) for parts in zip(*entries, strict=True))
         return {
             "atom_feature": atom_feature[order],
             "atom_node": atom_node[order],
@@ -280,9 +284,12 @@ class CompositionalFeatures(FeatureMap):
 
     def _draw(self, generator: torch.Generator) -> dict[str, Tensor]:
         members = [self._draw_member(generator) for _ in range(max(1, self.batch_shape.numel()))]
-        return {name: _pad_and_stack([m[name] for m in members], name).reshape((*self.batch_shape, *_tail(members, name))) for name in members[0]}
+        return {
+            name: _pad_and_stack([m[name] for m in members], name).reshape((*self.batch_shape, *_tail(members, name)))
+            for name in members[0]
+        }
 
-    # ------------------------------------------------------------------ resampling and loading (shapes follow the draws)
+    # ------------------------------------------------------------ resampling and loading (shapes follow the draws)
     @torch.no_grad()
     def resample(self, generator: torch.Generator | None = None) -> None:
         """Redraw the features (new buffers: the number of atoms depends on the draws; device and dtype kept)."""
@@ -328,7 +335,9 @@ class CompositionalFeatures(FeatureMap):
         scale = self.node_sqrt_size / norms
         linear = gather(self.atom_coordinate) * scale.gather(-1, per_point(self.atom_node))
         projection = torch.zeros(*batch, n, self.atom_kind.size(-1), dtype=x.dtype, device=x.device)
-        projection = projection.scatter_add(-1, per_point(self.entry_atom), gather(self.entry_coordinate) * per_point(self.entry_weight))
+        projection = projection.scatter_add(
+            -1, per_point(self.entry_atom), gather(self.entry_coordinate) * per_point(self.entry_weight)
+        )
         gaussian = math.sqrt(2.0) * torch.cos(projection + per_point(self.atom_phase))
         kind = per_point(self.atom_kind)
         atoms = torch.where(kind == _LINEAR, linear, torch.where(kind == _GAUSSIAN, gaussian, torch.ones_like(linear)))

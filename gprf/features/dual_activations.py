@@ -13,7 +13,8 @@ degree :math:`n`, which is what the compositional random features sample (Algori
 
 * ReLU :math:`\sqrt2\max(0, x)`: :math:`\hat\sigma(\rho) = (\sqrt{1-\rho^2} + \rho(\pi/2 + \arcsin\rho))/\pi`,
   :math:`b_0 = 1/\pi`, :math:`b_1 = 1/2`, :math:`b_{2k} = \frac{\binom{2k-2}{k-1}4^{1-k}}{2k(2k-1)\pi}`
-  (:math:`k\ge1`), odd coefficients above one vanish: :math:`b = [1/\pi, 1/2, 1/(2\pi), 0, 1/(24\pi), 0, 1/(80\pi), \ldots]`.
+  (:math:`k\ge1`), odd coefficients above one vanish:
+  :math:`b = [1/\pi, 1/2, 1/(2\pi), 0, 1/(24\pi), 0, 1/(80\pi), \ldots]`.
   The coefficients decay like :math:`n^{-5/2}`, so the law has infinite variance and the series is truncated
   where its tail mass drops below ``tolerance`` (degree about 40 000 for 1e-8).
 * exponential with scale :math:`s`: :math:`\hat\sigma(\rho) = e^{s^2(\rho - 1)}`, :math:`b_n = e^{-s^2}s^{2n}/n!`
@@ -153,7 +154,8 @@ class DualActivation:
 
     @classmethod
     def exponential(cls, scale: float = 1.0) -> DualActivation:
-        r"""Exponential dual :math:`e^{s^2(\rho - 1)}` with ``scale`` :math:`s > 0` (a Gaussian kernel on the sphere)."""
+        r"""Exponential dual :math:`e^{s^2(\rho - 1)}` with ``scale`` :math:`s > 0` (a Gaussian kernel on the
+        sphere)."""
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
             raise ValueError(f"scale must be a finite positive number, got {scale!r}.")
         rate = float(scale) ** 2

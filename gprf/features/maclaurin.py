@@ -79,7 +79,7 @@ class MaclaurinFeatures(FeatureMap):
         num_features: int,
         kernel: str = "exponential",
         sketch: str = "rademacher",
-        complex: bool = False,  # noqa: A002
+        complex: bool = False,
         allocation: str | list[int] = "optimized",
         degree: int | None = None,
         bias: float | None = None,
@@ -180,8 +180,13 @@ class MaclaurinFeatures(FeatureMap):
             if count == 0:
                 continue
             sketch = PolynomialSketch(
-                self.input_dim, count, n, sketch=self.sketch, complex=self.is_complex,
-                batch_shape=self.batch_shape, seed=_child_seed(generator),
+                self.input_dim,
+                count,
+                n,
+                sketch=self.sketch,
+                complex=self.is_complex,
+                batch_shape=self.batch_shape,
+                seed=_child_seed(generator),
             )
             sketches.append(sketch.to(device=device, dtype=dtype))
         self.sketches = torch.nn.ModuleList(sketches)
@@ -222,8 +227,14 @@ class MaclaurinFeatures(FeatureMap):
             rows = torch.randperm(x.size(0), generator=self._generator())[:max_samples]
             x = x[rows.to(x.device)]
         result = allocate_from_coefficients(
-            x, self.num_features, self.coefficients(self.max_degree), self.kernel, self.sketch,
-            self.is_complex, self.min_degree, self.max_degree,
+            x,
+            self.num_features,
+            self.coefficients(self.max_degree),
+            self.kernel,
+            self.sketch,
+            self.is_complex,
+            self.min_degree,
+            self.max_degree,
         )
         self._build_sketches(result.counts, self._generator())
         return result
@@ -269,7 +280,9 @@ class MaclaurinFeatures(FeatureMap):
         (:class:`~gprf.prediction.LocalizedPredictionStrategy`). ``x`` ``(..., n, d)`` and ``center`` broadcast.
         """
         if self.kernel != "gaussian":
-            raise ValueError(f"Only the Gaussian kernel is shift invariant; the {self.kernel!r} expansion has no centre.")
+            raise ValueError(
+                f"Only the Gaussian kernel is shift invariant; the {self.kernel!r} expansion has no centre."
+            )
         check_features_input(x, self.input_dim, type(self).__name__)
         return real_root(self._expansion(x - center))
 
@@ -278,7 +291,9 @@ class MaclaurinFeatures(FeatureMap):
         batch = torch.broadcast_shapes(z.shape[:-2], self.batch_shape)
         a0 = float(self.coefficients(0)[0])
         constant = z.new_full((*batch, z.size(-2), 1), math.sqrt(a0))
-        blocks = [constant] + [scale * sketch(z) for scale, sketch in zip(self.degree_scales, self.sketches)]
+        blocks = [constant] + [
+            scale * sketch(z) for scale, sketch in zip(self.degree_scales, self.sketches, strict=True)
+        ]
         dtype = torch.promote_types(z.dtype, torch.complex64) if self.is_complex else z.dtype
         features = torch.cat([block.expand(*batch, *block.shape[-2:]).to(dtype) for block in blocks], dim=-1)
         if self.kernel == "gaussian":
@@ -303,12 +318,13 @@ class MaclaurinFeatures(FeatureMap):
         return self._prefactor(z1, z2) * sum(float(a[n]) * c.pow(n) for n in degrees)
 
     def _variance(self, x1: Tensor, x2: Tensor, part: str) -> Tensor:
-        """:math:`\\text{pref}^2\\sum_n a_n^2\\,\\mathrm{Var}_n` over the independent per-degree sketches (fixed allocations)."""
+        """:math:`\\text{pref}^2\\sum_n a_n^2\\,\\mathrm{Var}_n` over the independent per-degree sketches (fixed
+        allocations)."""
         if self.allocation_mode == "random":
             raise NotImplementedError("No closed-form variance for random Maclaurin (the degrees are random).")
         z1, z2 = self._centred(x1), self._centred(x2)
         total = torch.zeros(z1.shape[:-1], dtype=z1.dtype, device=z1.device)
-        for scale, sketch in zip(self.degree_scales, self.sketches):
+        for scale, sketch in zip(self.degree_scales, self.sketches, strict=True):
             total = total + scale**4 * sketch.variance(z1, z2, part)
         return self._prefactor(z1, z2).square() * total
 

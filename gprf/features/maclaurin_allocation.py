@@ -89,7 +89,10 @@ def _pair_moments(x: Tensor, kernel_name: str, coefficients: Tensor, sketch: str
     pref_sq = pref[rows, cols].square()
     variance = torch.stack(
         [
-            (pref_sq * sketch_variance("rademacher" if sketch == "srht" else sketch, is_complex, "real", c, big_n, s, n, 1)).mean()
+            (
+                pref_sq
+                * sketch_variance("rademacher" if sketch == "srht" else sketch, is_complex, "real", c, big_n, s, n, 1)
+            ).mean()
             for n in range(1, max_degree + 1)
         ]
     )
@@ -98,8 +101,14 @@ def _pair_moments(x: Tensor, kernel_name: str, coefficients: Tensor, sketch: str
         # C_n: the SRHT term of the single-block variance with P/D^2 factored out (D = 2, P = 2 gives P/D^2 = 1/2).
         correction = torch.stack(
             [
-                (pref_sq * 2 * (sketch_variance("srht", is_complex, "real", c, big_n, s, n, 2, padded_dim)
-                                - sketch_variance("rademacher", is_complex, "real", c, big_n, s, n, 2))).mean()
+                (
+                    pref_sq
+                    * 2
+                    * (
+                        sketch_variance("srht", is_complex, "real", c, big_n, s, n, 2, padded_dim)
+                        - sketch_variance("rademacher", is_complex, "real", c, big_n, s, n, 2)
+                    )
+                ).mean()
                 for n in range(1, max_degree + 1)
             ]
         )
@@ -115,7 +124,9 @@ def _degree_cost(count: int, variance: float, correction: float | None, padded_d
     return (variance + (padded_dim - 1) * correction) / count
 
 
-def _greedy(budget: int, weights: list[float], stats: _DegreeStatistics, truncation: int, padded_dim: int) -> tuple[list[int], float]:
+def _greedy(
+    budget: int, weights: list[float], stats: _DegreeStatistics, truncation: int, padded_dim: int
+) -> tuple[list[int], float]:
     variances = stats.variance.tolist()
     corrections = stats.correction.tolist() if stats.correction is not None else [None] * len(variances)
 
@@ -202,7 +213,9 @@ def resolve_maclaurin_arguments(
 def maclaurin_coefficients(kernel: str, degree: int | None, bias: float | None, max_degree: int) -> Tensor:
     """:math:`a_0..a_{max}`: :math:`1/n!` (exponential, Gaussian) or :math:`\binom{p}{n}c^{p-n}` (polynomial)."""
     if kernel == "polynomial":
-        return torch.tensor([math.comb(degree, n) * bias ** (degree - n) for n in range(degree + 1)], dtype=torch.float64)
+        return torch.tensor(
+            [math.comb(degree, n) * bias ** (degree - n) for n in range(degree + 1)], dtype=torch.float64
+        )
     return torch.tensor([1.0 / math.factorial(n) for n in range(max_degree + 1)], dtype=torch.float64)
 
 
@@ -211,7 +224,7 @@ def optimize_maclaurin_allocation(
     num_features: int,
     kernel: str = "exponential",
     sketch: str = "rademacher",
-    complex: bool = False,  # noqa: A002
+    complex: bool = False,
     degree: int | None = None,
     bias: float | None = None,
     min_degree: int = 2,

@@ -38,7 +38,8 @@ BUTTERFLY_ROUNDS = 3
 
 
 def arccos_kernel(x1: Tensor, x2: Tensor, order: int, diag: bool = False) -> Tensor:
-    r"""Arc-cosine kernels of Cho & Saul (2009), :math:`k_n = 2E_{w\sim N(0,I)}[\Theta(w^\top x)\Theta(w^\top y)(w^\top x)^n(w^\top y)^n]`.
+    r"""Arc-cosine kernels of Cho & Saul (2009),
+    :math:`k_n = 2E_{w\sim N(0,I)}[\Theta(w^\top x)\Theta(w^\top y)(w^\top x)^n(w^\top y)^n]`.
 
     :math:`k_0 = 1 - \theta/\pi`, :math:`k_1 = \lVert x\rVert\lVert y\rVert(\sin\theta + (\pi-\theta)\cos\theta)/\pi`,
     :math:`\theta` the angle between ``x`` and ``y``. A zero vector has angle :math:`\pi/2` with everything
@@ -210,6 +211,4 @@ class QuadratureFeatures(FeatureMap):
         return arccos_kernel(x1, x2, order=int(self.kernel[-1]), diag=True)
 
     def extra_repr(self) -> str:
-        return (
-            f"{super().extra_repr()}, num_rules={self.num_rules}, kernel={self.kernel!r}, rotation={self.rotation!r}"
-        )
+        return f"{super().extra_repr()}, num_rules={self.num_rules}, kernel={self.kernel!r}, rotation={self.rotation!r}"

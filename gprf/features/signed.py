@@ -109,7 +109,7 @@ class SignedRandomFeatures(SignedFeatureMap):
     def _featurize(self, x: Tensor) -> tuple[Tensor, Tensor]:
         self.spectrum.check_inputs(x, type(self).__name__)
         roots = []
-        for part, mass in zip(PARTS, self.spectrum.masses):
+        for part, mass in zip(PARTS, self.spectrum.masses, strict=True):
             projections = x @ getattr(self, f"{part}_frequencies")
             scale = math.sqrt(mass / self.num_features)
             roots.append(cos_sin(projections, scale))
@@ -128,7 +128,7 @@ class SignedRandomFeatures(SignedFeatureMap):
             )
         r = (x1 - x2).norm(dim=-1)
         total = torch.zeros_like(r)
-        for part_name, mass in zip(PARTS, self.spectrum.masses):
+        for part_name, mass in zip(PARTS, self.spectrum.masses, strict=True):
             k, k_two = self.spectrum.part_profile(part_name, r), self.spectrum.part_profile(part_name, 2 * r)
             total = total + mass**2 * fourier_iid_variance(k, k_two, self.num_features)
         return total

@@ -97,10 +97,10 @@ class SignedRadialSpectrum(ABC):
     def _sample_norms(self, part: str, shape: tuple[int, ...], dim: int, generator: torch.Generator) -> Tensor:
         """Norms of frequencies of ``part`` in ``dim`` dimensions (float64, CPU)."""
 
-    def check_dim(self, input_dim: int) -> None:
+    def check_dim(self, input_dim: int) -> None:  # noqa: B027 - a hook: most spectra accept every dimension
         """Raise if the spectrum cannot be used in ``input_dim`` dimensions."""
 
-    def check_inputs(self, x: Tensor, owner: str) -> None:
+    def check_inputs(self, x: Tensor, owner: str) -> None:  # noqa: B027 - a hook: most spectra accept every input
         """Raise if ``x`` lies outside the kernel's domain."""
 
     def sample_norms(self, part: str, shape: tuple[int, ...], dim: int, generator: torch.Generator) -> Tensor:
@@ -172,7 +172,7 @@ class DeltaGaussianSpectrum(SignedRadialSpectrum):
         return float(self.weights[self._part("positive")].sum()), float(-self.weights[self._part("negative")].sum())
 
     def _mixture(self, weights: np.ndarray, lengthscales: np.ndarray, r2: Tensor) -> Tensor:
-        terms = [w * torch.exp(-0.5 * r2 / s**2) for w, s in zip(weights.tolist(), lengthscales.tolist())]
+        terms = [w * torch.exp(-0.5 * r2 / s**2) for w, s in zip(weights.tolist(), lengthscales.tolist(), strict=True)]
         return torch.stack(terms).sum(0) if terms else torch.zeros_like(r2)
 
     def profile_sq(self, r2: Tensor) -> Tensor:
@@ -265,7 +265,8 @@ class SphericalPolynomialSpectrum(SignedRadialSpectrum):
 
     # ------------------------------------------------------------------ density
     def radial_density(self, w: np.ndarray) -> np.ndarray:
-        r""":math:`\rho(w) = \frac{2}{\Gamma(d/2)}\sum_i c_i\, i!\, w^{d-1}\,\frac{J_{d/2+i}(2w)}{w^{d/2+i}}` (signed)."""
+        r"""The signed radial density
+        :math:`\rho(w) = \frac{2}{\Gamma(d/2)}\sum_i c_i\, i!\, w^{d-1}\,\frac{J_{d/2+i}(2w)}{w^{d/2+i}}`."""
         d = self.input_dim
         w = np.asarray(w, dtype=np.float64)
         total = np.zeros_like(w)
@@ -323,7 +324,7 @@ class SphericalPolynomialSpectrum(SignedRadialSpectrum):
         self._midpoints = 0.5 * (grid[1:] + grid[:-1])
         self._grid = grid
         self._cell_masses = {}
-        for part, sign in zip(PARTS, (1.0, -1.0)):
+        for part, sign in zip(PARTS, (1.0, -1.0), strict=True):
             clipped = np.maximum(sign * rho, 0.0)
             self._cell_masses[part] = 0.5 * (clipped[1:] + clipped[:-1]) * np.diff(grid)
         self._masses = tuple(float(self._cell_masses[part].sum()) for part in PARTS)

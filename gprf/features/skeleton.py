@@ -137,7 +137,9 @@ class Skeleton:
                 raise ValueError(f"internal node {v} has no inputs; every internal node needs at least one input node.")
             bad = [u for u in node.inputs if not 0 <= u < self.num_nodes or u == v]
             if bad:
-                raise ValueError(f"internal node {v} has invalid inputs {bad}: ids lie in [0, {self.num_nodes}), not itself.")
+                raise ValueError(
+                    f"internal node {v} has invalid inputs {bad}: ids lie in [0, {self.num_nodes}), not itself."
+                )
             if len(set(node.inputs)) != len(node.inputs):
                 raise ValueError(f"internal node {v} lists an input twice: {node.inputs}.")
             pending[v] = {u for u in node.inputs if u >= first}
@@ -154,7 +156,8 @@ class Skeleton:
         if len(order) != len(self.internal_nodes):
             blocked = sorted(set(pending) - set(order))
             raise ValueError(
-                f"the skeleton has a cycle: internal nodes {blocked} lie on it or depend on it; a skeleton must be a DAG."
+                f"the skeleton has a cycle: internal nodes {blocked} lie on it or depend on it; "
+                "a skeleton must be a DAG."
             )
         return order
 
@@ -171,7 +174,7 @@ class Skeleton:
     @property
     def depth(self) -> int:
         """Number of internal nodes on the longest path from an input to the output."""
-        level = {u: 0 for u in range(self.num_inputs)}
+        level = dict.fromkeys(range(self.num_inputs), 0)
         for v in self.order:
             level[v] = 1 + max(level[u] for u in self.node_inputs(v))
         return level[self.output]
@@ -181,7 +184,7 @@ class Skeleton:
         r"""Expected number of base features multiplied into one random feature (Daniely et al. 2017, eq. 11):
         :math:`C_v = \hat\sigma_v'(1)\,\mathrm{mean}_{u\in\mathrm{in}(v)} C_u`, :math:`C = 1` at input nodes.
         It is 1 for every skeleton of ReLU and unit-scale exponential nodes, whatever the input dimension."""
-        cost = {u: 1.0 for u in range(self.num_inputs)}
+        cost = dict.fromkeys(range(self.num_inputs), 1.0)
         for v in self.order:
             inputs = self.node_inputs(v)
             cost[v] = self.activation(v).expected_degree * sum(cost[u] for u in inputs) / len(inputs)
@@ -191,7 +194,11 @@ class Skeleton:
     def check_input(self, x: Tensor, owner: str = "Skeleton") -> None:
         if not torch.is_tensor(x) or x.dim() < 2 or x.size(-1) != self.input_dim:
             shape = tuple(x.shape) if torch.is_tensor(x) else type(x).__name__
-            origin = "" if self.input_shape == (self.input_dim,) else f" (inputs of shape {self.input_shape} flattened row-major)"
+            origin = (
+                ""
+                if self.input_shape == (self.input_dim,)
+                else f" (inputs of shape {self.input_shape} flattened row-major)"
+            )
             raise ValueError(
                 f"{owner}: the skeleton expects inputs of shape (..., n, {self.input_dim}){origin}, got {shape}; "
                 f"reshape the inputs with x.reshape(*x.shape[:-{len(self.input_shape)}], {self.input_dim})"
@@ -218,11 +225,13 @@ class Skeleton:
             self.check_input(x)
         return self._recurse(lambda node: _base_second_moment(node, x1, x2), lambda act, r: act.extended(r))
 
-    def _recurse(self, base: Callable[[InputNode], Tensor], activate: Callable[[DualActivation, Tensor], Tensor]) -> Tensor:
+    def _recurse(
+        self, base: Callable[[InputNode], Tensor], activate: Callable[[DualActivation, Tensor], Tensor]
+    ) -> Tensor:
         """Evaluate the node recursion in topological order, freeing node values after their last use."""
         if self.is_input(self.output):
             return base(self.input_nodes[self.output])
-        consumers = {u: 0 for u in range(self.num_nodes)}
+        consumers = dict.fromkeys(range(self.num_nodes), 0)
         for node in self.internal_nodes:
             for u in node.inputs:
                 consumers[u] += 1

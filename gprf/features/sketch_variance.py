@@ -29,7 +29,8 @@ def product_variance(second_moment: Tensor, c: Tensor, degree: int, num_features
 
 
 def srht_pair_count(num_features: int, padded_dim: int) -> int:
-    r""":math:`P = \lfloor D/d\rfloor d(d-1) + (D \bmod d)(D \bmod d - 1)`: ordered pairs of distinct features in one block."""
+    r"""Ordered pairs of distinct features in one block:
+    :math:`P = \lfloor D/d\rfloor d(d-1) + (D \bmod d)(D \bmod d - 1)`."""
     full_blocks, remainder = divmod(num_features, padded_dim)
     return full_blocks * padded_dim * (padded_dim - 1) + remainder * (remainder - 1)
 

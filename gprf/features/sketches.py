@@ -101,7 +101,7 @@ class PolynomialSketch(FeatureMap):
         num_features: int,
         degree: int,
         sketch: str = "gaussian",
-        complex: bool = False,  # noqa: A002 - the paper's and the issue's name
+        complex: bool = False,
         bias: float = 0.0,
         batch_shape: torch.Size | tuple[int, ...] = torch.Size(),
         seed: int | None = None,

@@ -89,7 +89,9 @@ class CompositionalRandomFeatureKernel(RandomFeatureKernel):
         >>> covar_module = ScaleKernel(CompositionalRandomFeatureKernel(skeleton, num_features=1024))
     """
 
-    def __init__(self, skeleton: Skeleton, num_features: int, deduplicate: bool = True, seed: int | None = None, **kwargs) -> None:
+    def __init__(
+        self, skeleton: Skeleton, num_features: int, deduplicate: bool = True, seed: int | None = None, **kwargs
+    ) -> None:
         _check_dims(skeleton, kwargs, "CompositionalRandomFeatureKernel")
         feature_map = CompositionalFeatures(
             skeleton, num_features, deduplicate=deduplicate, batch_shape=kwargs.get("batch_shape", ()), seed=seed

@@ -61,4 +61,3 @@ class ExponentialDotProductKernel(DotProductKernel):
 
     def _profile(self, dot: Tensor) -> Tensor:
         return torch.exp(dot)
-

@@ -21,7 +21,12 @@ CENTER_MODES = ("test", "cluster")
 
 
 def _check_threshold(threshold: float) -> float:
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold) or threshold <= 0:
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, (int, float))
+        or not math.isfinite(threshold)
+        or threshold <= 0
+    ):
         raise ValueError(
             f"threshold must be a positive number of lengthscales (the clustering radius theta = threshold * "
             f"lengthscale), got {threshold!r}."
@@ -94,7 +99,7 @@ class LocalizedMaclaurinKernel(MaclaurinKernel):
         threshold: float | None = None,
         max_centers: int = 100,
         sketch: str = "rademacher",
-        complex: bool = False,  # noqa: A002
+        complex: bool = False,
         allocation: str | list[int] = "optimized",
         min_degree: int = 2,
         max_degree: int = 10,
@@ -114,8 +119,17 @@ class LocalizedMaclaurinKernel(MaclaurinKernel):
         if kwargs.get("posterior", "real_kernel") != "real_kernel":
             raise ValueError("LocalizedMaclaurinKernel predicts with the real-part kernel only: drop posterior=.")
         super().__init__(
-            num_features, num_dims, kernel="gaussian", sketch=sketch, complex=complex, allocation=allocation,
-            min_degree=min_degree, max_degree=max_degree, train_inputs=train_inputs, seed=seed, **kwargs,
+            num_features,
+            num_dims,
+            kernel="gaussian",
+            sketch=sketch,
+            complex=complex,
+            allocation=allocation,
+            min_degree=min_degree,
+            max_degree=max_degree,
+            train_inputs=train_inputs,
+            seed=seed,
+            **kwargs,
         )
         self._init_centers(centers, threshold, max_centers)
         self.chunk_size = None if chunk_size is None else check_positive_int(chunk_size, "chunk_size")
@@ -128,7 +142,9 @@ class LocalizedMaclaurinKernel(MaclaurinKernel):
                 raise ValueError("threshold only applies to centers='cluster'; given centres are used as they are.")
             dim = self.feature_map.input_dim
             if centers.dim() != 2 or centers.size(0) == 0 or centers.size(-1) != dim:
-                raise ValueError(f"centers must be a tensor of shape (K, {dim}) with K >= 1, got {tuple(centers.shape)}.")
+                raise ValueError(
+                    f"centers must be a tensor of shape (K, {dim}) with K >= 1, got {tuple(centers.shape)}."
+                )
             if not centers.is_floating_point() or centers.is_complex() or not bool(torch.isfinite(centers).all()):
                 raise ValueError("centers must hold finite real floating-point values.")
             self.center_mode = "given"

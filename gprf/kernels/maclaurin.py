@@ -49,7 +49,8 @@ class MaclaurinKernel(RandomFeatureKernel):
         kwargs: ``posterior=`` and GPyTorch ``Kernel`` arguments.
 
     Example:
-        >>> kernel = ScaleKernel(MaclaurinKernel(512, num_dims=d, kernel="gaussian", sketch="srht", train_inputs=train_x))
+        >>> base = MaclaurinKernel(512, num_dims=d, kernel="gaussian", sketch="srht", train_inputs=train_x)
+        >>> kernel = ScaleKernel(base)
     """
 
     def __init__(
@@ -58,7 +59,7 @@ class MaclaurinKernel(RandomFeatureKernel):
         num_dims: int | None = None,
         kernel: str = "exponential",
         sketch: str = "rademacher",
-        complex: bool = False,  # noqa: A002
+        complex: bool = False,
         allocation: str | list[int] = "optimized",
         degree: int | None = None,
         bias: float | None = None,

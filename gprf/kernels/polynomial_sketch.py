@@ -45,12 +45,14 @@ class PolynomialSketchKernel(RandomFeatureKernel):
         num_dims: int | None = None,
         degree: int = 2,
         sketch: str = "gaussian",
-        complex: bool = False,  # noqa: A002 - the paper's name
+        complex: bool = False,
         bias: float = 0.0,
         seed: int | None = None,
         **kwargs,
     ) -> None:
-        num_dims = resolve_num_dims(num_dims, kwargs.get("ard_num_dims"), kwargs.get("active_dims"), "PolynomialSketchKernel")
+        num_dims = resolve_num_dims(
+            num_dims, kwargs.get("ard_num_dims"), kwargs.get("active_dims"), "PolynomialSketchKernel"
+        )
         feature_map = PolynomialSketch(
             num_dims,
             num_features,

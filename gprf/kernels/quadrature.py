@@ -48,7 +48,12 @@ class QuadratureKernel(RandomFeatureKernel):
             )
         num_dims = resolve_num_dims(num_dims, kwargs.get("ard_num_dims"), kwargs.get("active_dims"), "QuadratureKernel")
         feature_map = QuadratureFeatures(
-            num_dims, num_rules, kernel="rbf", rotation=rotation, batch_shape=kwargs.get("batch_shape", torch.Size()), seed=seed
+            num_dims,
+            num_rules,
+            kernel="rbf",
+            rotation=rotation,
+            batch_shape=kwargs.get("batch_shape", torch.Size()),
+            seed=seed,
         )
         super().__init__(feature_map, **kwargs)
 

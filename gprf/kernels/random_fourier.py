@@ -49,9 +49,16 @@ class RandomFourierKernel(RandomFeatureKernel):
         seed: int | None = None,
         **kwargs,
     ) -> None:
-        num_dims = resolve_num_dims(num_dims, kwargs.get("ard_num_dims"), kwargs.get("active_dims"), "RandomFourierKernel")
+        num_dims = resolve_num_dims(
+            num_dims, kwargs.get("ard_num_dims"), kwargs.get("active_dims"), "RandomFourierKernel"
+        )
         feature_map = RandomFourierFeatures(
-            num_dims, num_features, kernel=kernel, sampler=sampler, batch_shape=kwargs.get("batch_shape", torch.Size()), seed=seed
+            num_dims,
+            num_features,
+            kernel=kernel,
+            sampler=sampler,
+            batch_shape=kwargs.get("batch_shape", torch.Size()),
+            seed=seed,
         )
         super().__init__(feature_map, **kwargs)
 

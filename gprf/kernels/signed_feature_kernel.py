@@ -6,9 +6,10 @@ Gaussian process. Kernel ridge regression still makes sense there (Ong et al. 20
 stationary point of the regularised risk is :math:`f(x_*) = k_*^\top(\hat K + \sigma^2 I)^{-1}y`, the same formula
 as a GP posterior mean. gprf supports exactly that use: in an ``ExactGP`` with a Gaussian likelihood,
 ``model(x).mean`` is the Krein-space ridge solution (:math:`\sigma^2` = the likelihood noise, the ScaleKernel
-outputscale scales :math:`\hat K`), and :func:`~gprf.prediction.krein_ridge_mean` computes it without a model. The marginal likelihood
-(log-determinant), Cholesky factors, posterior variances and sampling need a PSD covariance and raise
-:class:`~gprf.exceptions.IndefiniteKernelError`; ``kernel.psd_part()`` gives a PSD kernel to use instead.
+outputscale scales :math:`\hat K`), and :func:`~gprf.prediction.krein_ridge_mean` computes it without a model.
+The marginal likelihood (log-determinant), Cholesky factors, posterior variances and sampling need a PSD
+covariance and raise :class:`~gprf.exceptions.IndefiniteKernelError`; ``kernel.psd_part()`` gives a PSD kernel
+to use instead.
 
 Reference: C. S. Ong, X. Mary, S. Canu, A. J. Smola. *Learning with Non-Positive Kernels.* International
 Conference on Machine Learning (ICML), 2004.

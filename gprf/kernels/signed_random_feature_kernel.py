@@ -24,8 +24,9 @@ class SignedRandomFeatureKernel(FeatureMapOwner, SignedFeatureKernel):
     ``kernel(X)`` is a :class:`~gprf.linalg.SignedRootLinearOperator` :math:`AA^\top - BB^\top`
     (never :math:`N\times N`), ``kernel(X, diag=True)`` the diagonal :math:`\lVert\mu_+\rVert - \lVert\mu_-\rVert`.
     The roots come from :class:`~gprf.features.SignedRandomFeatures` (GRFF with ``sampler="iid"``, GORF with
-    ``"orthogonal"``). See :mod:`gprf.kernels.signed_feature_kernel` for what a GPyTorch model can do with it: posterior mean (kernel
-    ridge regression) yes; marginal likelihood, variances, sampling no (:class:`~gprf.exceptions.IndefiniteKernelError`).
+    ``"orthogonal"``). See :mod:`gprf.kernels.signed_feature_kernel` for what a GPyTorch model can do with it:
+    posterior mean (kernel ridge regression) yes; marginal likelihood, variances, sampling no
+    (:class:`~gprf.exceptions.IndefiniteKernelError`).
 
     Spectra defined on the unit sphere (:func:`~gprf.features.spherical_polynomial_spectrum`) take unit-norm inputs
     and have no lengthscale: it is set to 1 and frozen.
@@ -53,9 +54,16 @@ class SignedRandomFeatureKernel(FeatureMapOwner, SignedFeatureKernel):
         seed: int | None = None,
         **kwargs,
     ) -> None:
-        num_dims = resolve_num_dims(num_dims, kwargs.get("ard_num_dims"), kwargs.get("active_dims"), type(self).__name__)
+        num_dims = resolve_num_dims(
+            num_dims, kwargs.get("ard_num_dims"), kwargs.get("active_dims"), type(self).__name__
+        )
         feature_map = SignedRandomFeatures(
-            num_dims, num_features, spectrum, sampler=sampler, batch_shape=kwargs.get("batch_shape", torch.Size()), seed=seed
+            num_dims,
+            num_features,
+            spectrum,
+            sampler=sampler,
+            batch_shape=kwargs.get("batch_shape", torch.Size()),
+            seed=seed,
         )
         super().__init__(feature_map, **kwargs)
         if spectrum.on_sphere:

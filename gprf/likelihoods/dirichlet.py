@@ -282,10 +282,16 @@ class DirichletClassificationLikelihood(_GPyTorchDirichletLikelihood):
         labels = _pop_labels(kwargs)
         if labels is None:
             if kwargs.get("noise") is None:
-                raise ValueError("Fantasies need the new labels (labels=...) or their noise (noise=likelihood.transform(labels)[1]).")
+                raise ValueError(
+                    "Fantasies need the new labels (labels=...) or their noise (noise=likelihood.transform(labels)[1])."
+                )
             labels = self._labels_from_noise(kwargs["noise"])
         labels = check_labels(labels, "labels", self.num_classes).to(self.targets.device)
-        old = self.targets.expand(*labels.shape[:-1], self.targets.size(-1)) if labels.dim() > self.targets.dim() else self.targets
+        old = (
+            self.targets.expand(*labels.shape[:-1], self.targets.size(-1))
+            if labels.dim() > self.targets.dim()
+            else self.targets
+        )
         fantasy = copy.deepcopy(self)
         fantasy._set_labels(torch.cat([old, labels], dim=-1))
         return fantasy

@@ -54,18 +54,21 @@ class DirichletGPModel(ExactGP):
     ) -> None:
         if not isinstance(likelihood, DirichletClassificationLikelihood):
             raise TypeError(
-                f"likelihood must be a gprf.likelihoods.DirichletClassificationLikelihood, got {type(likelihood).__name__}."
+                "likelihood must be a gprf.likelihoods.DirichletClassificationLikelihood, got "
+                f"{type(likelihood).__name__}."
             )
         labels = likelihood.targets
         if not torch.is_tensor(train_x) or train_x.dim() != labels.dim() + 1 or train_x.shape[:-1] != labels.shape:
             shape = tuple(train_x.shape) if torch.is_tensor(train_x) else type(train_x).__name__
             raise ValueError(
-                f"train_x must have shape (*labels.shape, d) = {(*labels.shape, 'd')} to match the likelihood's labels, "
+                f"train_x must have shape (*labels.shape, d) = {(*labels.shape, 'd')} to match the likelihood's "
+                "labels, "
                 f"got {shape}."
             )
         if train_x.dtype != likelihood.transformed_targets.dtype:
             raise TypeError(
-                f"train_x has dtype {train_x.dtype} but the likelihood's targets {likelihood.transformed_targets.dtype}; "
+                f"train_x has dtype {train_x.dtype} but the likelihood's targets "
+                f"{likelihood.transformed_targets.dtype}; "
                 f"build the likelihood with dtype={train_x.dtype} (or convert train_x)."
             )
         self.class_batch_shape = likelihood.class_batch_shape

@@ -202,5 +202,7 @@ def factor_capacitance(
     """
     gram, projection = weighted_sums(features, noise, rhs, outputscale)
     eye = torch.eye(gram.size(-1), dtype=gram.dtype, device=gram.device)
-    cholesky = checked_cholesky(gram + eye, lambda: raise_for_nonfinite_rows(nonfinite_rows(features, noise, rhs)), projection)
+    cholesky = checked_cholesky(
+        gram + eye, lambda: raise_for_nonfinite_rows(nonfinite_rows(features, noise, rhs)), projection
+    )
     return CapacitanceFactor(cholesky), projection

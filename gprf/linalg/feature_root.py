@@ -64,7 +64,9 @@ class FeatureRoot:
     def with_noise(self, noise: Tensor | None) -> FeatureRoot:
         return replace(self, noise=noise)
 
-    def factor(self, rhs: Tensor | None = None, features: Tensor | None = None) -> tuple[CapacitanceFactor, Tensor | None]:
+    def factor(
+        self, rhs: Tensor | None = None, features: Tensor | None = None
+    ) -> tuple[CapacitanceFactor, Tensor | None]:
         r"""The capacitance :math:`C = I + s\,\Phi^H\Sigma^{-1}\Phi` factored, and :math:`\sqrt s\,\Phi^H\Sigma^{-1}\,
         \text{rhs}` (see :func:`gprf.linalg.factor_capacitance`).
 

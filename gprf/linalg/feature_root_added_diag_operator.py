@@ -111,7 +111,8 @@ def _feature_space_terms(root: FeatureRoot, rhs: Tensor | None, logdet: bool) ->
 
 
 def _dense_terms(root: FeatureRoot, rhs: Tensor | None, logdet: bool) -> tuple[Tensor | None, Tensor | None]:
-    r""":math:`K = s\,RR^\top + \Sigma` formed and factored in the factor dtype: :math:`O(N^2F + N^3)` for :math:`N < F`."""
+    r""":math:`K = s\,RR^\top + \Sigma` formed and factored in the factor dtype: :math:`O(N^2F + N^3)`, for
+    :math:`N < F`."""
     dtype = factor_dtype.value()
     features = root.scaled_features().to(dtype)
     noise = root.noise.to(dtype).expand(*features.shape[:-1])

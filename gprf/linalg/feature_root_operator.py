@@ -53,7 +53,12 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
         # LinearOperator's constructor records these arguments, which is how linear_operator rebuilds the
         # operator (representation trees, clone, to, detach); the parent's would record the root instead.
         LinearOperator.__init__(
-            self, features, outputscale=outputscale, inputs=inputs, recentred_features=recentred_features, versions=versions
+            self,
+            features,
+            outputscale=outputscale,
+            inputs=inputs,
+            recentred_features=recentred_features,
+            versions=versions,
         )
         self.features = features
         self.outputscale = outputscale
@@ -68,7 +73,9 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
         """The hand-off (without noise)."""
         return FeatureRoot(self.features, self.outputscale, None, self.inputs, self.recentred_features, self.versions)
 
-    def _rebuild(self, features: Tensor, outputscale: Tensor | None, inputs: Tensor | None) -> FeatureRootLinearOperator:
+    def _rebuild(
+        self, features: Tensor, outputscale: Tensor | None, inputs: Tensor | None
+    ) -> FeatureRootLinearOperator:
         return FeatureRootLinearOperator(
             features, outputscale, inputs, recentred_features=self.recentred_features, versions=self.versions
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-
 _GRAM_BLOCK = 128
 
 

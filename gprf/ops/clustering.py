@@ -63,7 +63,12 @@ def farthest_point_clustering(x: Tensor, threshold: float, max_centers: int | No
     The stopping test reads one boolean per added centre from the device (a set-up step, not a forward pass).
     """
     _check_points(x, "x")
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold) or threshold <= 0:
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, (int, float))
+        or not math.isfinite(threshold)
+        or threshold <= 0
+    ):
         raise ValueError(f"threshold must be a finite number > 0, got {threshold!r}.")
     num_points = x.size(-2)
     cap = num_points + 1 if max_centers is None else check_positive_int(max_centers, "max_centers")

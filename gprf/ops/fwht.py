@@ -50,7 +50,8 @@ def _hadamard_last(x: Tensor) -> Tensor:
     d = x.size(-1)
     if d <= _DENSE_ORDER:
         return x @ _sylvester(d, x.dtype, x.device)
-    # Natural order: index i = i1 * d2 + i2, and H_d = H_{d1} (x) H_{d2}, so H x = H_{d1} X H_{d2} for X = x.view(d1, d2).
+    # Natural order: index i = i1 * d2 + i2, and H_d = H_{d1} (x) H_{d2}, so H x = H_{d1} X H_{d2}
+    # for X = x.view(d1, d2).
     d2 = _DENSE_ORDER
     blocks = x.reshape(*x.shape[:-1], d // d2, d2) @ _sylvester(d2, x.dtype, x.device)
     return _hadamard_last(blocks.mT).mT.reshape(x.shape)

@@ -19,7 +19,9 @@ def _simplex_scales(dim: int, dtype: torch.dtype, device) -> Tensor:
     return r.to(dtype=dtype, device=device)
 
 
-def simplex_vertices(dim: int, *, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None) -> Tensor:
+def simplex_vertices(
+    dim: int, *, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None
+) -> Tensor:
     r"""The ``d + 1`` unit vertices of a regular simplex centred at 0, as the columns of ``V`` (``d x (d+1)``).
 
     For ``i = 0..d-1``: :math:`V_{ii} = (d-i)r_i`, :math:`V_{i,i+1:} = -r_i`, zero below the diagonal, with

@@ -128,7 +128,12 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
             return None
         dtype = factor_dtype.value()
         amplitude = train.amplitude if train.amplitude is not None else train.inputs.new_ones(())
-        tensors = (train.inputs, amplitude, train.noise.to(dtype), (self.train_labels - self.train_prior_dist.mean).to(dtype))
+        tensors = (
+            train.inputs,
+            amplitude,
+            train.noise.to(dtype),
+            (self.train_labels - self.train_prior_dist.mean).to(dtype),
+        )
         if settings.detach_test_caches.on():
             tensors = tuple(t.detach() for t in tensors)
         return _TrainingData(*tensors, train.recentred_features, train.num_columns, train.versions)
@@ -151,7 +156,9 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
         return factor, factor.solve(rhs).squeeze(-1)
 
     # ------------------------------------------------------------------ per-test-point centring
-    def _predict_recentred(self, data: _TrainingData, test_inputs: Tensor, variances: bool) -> tuple[Tensor, Tensor | None]:
+    def _predict_recentred(
+        self, data: _TrainingData, test_inputs: Tensor, variances: bool
+    ) -> tuple[Tensor, Tensor | None]:
         """Mean and variance ``(*batch, M)`` with every test point as its own centre, in chunks of test points."""
         # About its own centre a test point has offset 0: its features are R_c(c) = R_0(0) (the constant feature).
         origin = torch.zeros_like(test_inputs[..., :1, :])
@@ -192,11 +199,15 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
                 factor, weight = self._recentred(data, by_center[start : start + step])
                 factors.append(factor.cholesky)
                 weights.append(weight)
-        posteriors = LocalPosteriors(centers, CapacitanceFactor(torch.cat(factors)), torch.cat(weights), radius, data.versions)
+        posteriors = LocalPosteriors(
+            centers, CapacitanceFactor(torch.cat(factors)), torch.cat(weights), radius, data.versions
+        )
         self._local_posteriors = posteriors
         return posteriors
 
-    def _predict_clustered(self, data: _TrainingData, test: FeatureRoot, variances: bool) -> tuple[Tensor, Tensor | None]:
+    def _predict_clustered(
+        self, data: _TrainingData, test: FeatureRoot, variances: bool
+    ) -> tuple[Tensor, Tensor | None]:
         local = self.local_posteriors
         self._check_features_unchanged(test, local)
         test_inputs = test.inputs
@@ -210,7 +221,9 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
         mean = (phi * weights.gather(-2, index.unsqueeze(-1).expand_as(phi))).sum(-1)
         variance = self._grouped_variance(local.factor.cholesky, phi, index) if variances else None
         if self.recentre_outside:
-            mean, variance = self._recentre_outside(data, test_inputs, distance > local.radius.unsqueeze(-1), mean, variance)
+            mean, variance = self._recentre_outside(
+                data, test_inputs, distance > local.radius.unsqueeze(-1), mean, variance
+            )
         return mean, variance
 
     @staticmethod

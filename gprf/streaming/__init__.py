@@ -1,7 +1,8 @@
 """Random-feature GPs on data that does not fit in memory or on one device.
 
 For fixed hyperparameters the posterior and the marginal likelihood of a random-feature GP depend on the
-data only through sums (in the factor dtype, float64 by default) of size :math:`O(F^2)` (:class:`SufficientStatistics`). :class:`StreamingFit`
+data only through sums (in the factor dtype, float64 by default) of size :math:`O(F^2)`
+(:class:`SufficientStatistics`). :class:`StreamingFit`
 accumulates them chunk by chunk from a GPyTorch model's modules, :func:`all_reduce_statistics` sums them
 over ``torch.distributed`` ranks, and :class:`StreamingPredictor` predicts chunk by chunk from them.
 """

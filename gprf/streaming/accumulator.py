@@ -3,7 +3,8 @@ r"""Chunked accumulation of :class:`~gprf.streaming.SufficientStatistics` from a
 Each chunk ``(x, y[, noise])`` is featurized exactly as the model's covariance module does it (active
 dimensions, lengthscales, ScaleKernel amplitudes, feature sums), centred with the mean module and weighted
 with the likelihood's noise; its contribution to :math:`G, b, q, s, N` is added in the factor dtype
-(:class:`gprf.settings.factor_dtype`, float64 by default) and the chunk is dropped. Peak memory is :math:`O(\text{chunk}\cdot F + F^2)` whatever the number of points.
+(:class:`gprf.settings.factor_dtype`, float64 by default) and the chunk is dropped. Peak memory is
+:math:`O(\text{chunk}\cdot F + F^2)` whatever the number of points.
 """
 
 from __future__ import annotations
@@ -83,7 +84,9 @@ class StreamingFit:
         >>> mean, variance = fit.predictor().predict(x_test, chunk_size=10_000)
     """
 
-    def __init__(self, covar_module: Kernel, likelihood: _GaussianLikelihoodBase, mean_module: Mean | None = None) -> None:
+    def __init__(
+        self, covar_module: Kernel, likelihood: _GaussianLikelihoodBase, mean_module: Mean | None = None
+    ) -> None:
         if not isinstance(covar_module, Kernel) or not is_feature_kernel(covar_module):
             raise TypeError(
                 f"covar_module must be a gprf random-feature kernel (optionally in ScaleKernel), got "
@@ -168,7 +171,8 @@ class StreamingFit:
         for chunk in chunks:
             if not isinstance(chunk, (tuple, list)) or len(chunk) not in (2, 3):
                 raise TypeError(
-                    f"fit expects an iterable of (x, y) or (x, y, noise) tuples, got {type(chunk).__name__} {chunk!r:.80}."
+                    "fit expects an iterable of (x, y) or (x, y, noise) tuples, got "
+                    f"{type(chunk).__name__} {chunk!r:.80}."
                 )
             self.update(*chunk)
         return self

@@ -69,6 +69,6 @@ def all_reduce_statistics(
     dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=group)
     summed = {
         name: chunk.view_as(part)
-        for name, part, chunk in zip(SUMMED_FIELDS, parts, buffer.split([part.numel() for part in parts]))
+        for name, part, chunk in zip(SUMMED_FIELDS, parts, buffer.split([part.numel() for part in parts]), strict=True)
     }
     return SufficientStatistics(**summed, fingerprint=statistics.fingerprint, input_dim=statistics.input_dim)

@@ -94,4 +94,3 @@ class StreamingPredictor:
         """Mean and variance for each input chunk of an iterable: for test sets that do not fit in memory."""
         for x in chunks:
             yield self.predict(x)
-

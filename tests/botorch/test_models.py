@@ -98,8 +98,11 @@ def test_fit_posterior_and_acquisition(num_outputs, device):
 
         objective = LinearMCObjective(torch.tensor([1.0, -0.5], dtype=torch.float64, device=device))
     acquisition = qLogNoisyExpectedImprovement(
-        model, X_baseline=model.train_inputs[0][..., 0, :, :] if num_outputs > 1 else model.train_inputs[0],
-        sampler=SobolQMCNormalSampler(torch.Size([32]), seed=0), objective=objective, prune_baseline=False,
+        model,
+        X_baseline=model.train_inputs[0][..., 0, :, :] if num_outputs > 1 else model.train_inputs[0],
+        sampler=SobolQMCNormalSampler(torch.Size([32]), seed=0),
+        objective=objective,
+        prune_baseline=False,
     )
     candidates, value, starts = optimize_from_fixed_starts(acquisition, bounds, q=2)
     assert candidates.shape == (2, 3) and bool(((candidates >= -1) & (candidates <= 1)).all())
@@ -232,9 +235,9 @@ def test_output_batch_dims_cover_every_batched_parameter_and_draw():
     tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     for name, dim in dims.items():
         assert tensors[name].size(dim) == 2, name
-    assert {
-        "covar_module.raw_lengthscale", "covar_module.feature_map.frequencies", "mean_module.raw_constant"
-    } <= set(dims)
+    assert {"covar_module.raw_lengthscale", "covar_module.feature_map.frequencies", "mean_module.raw_constant"} <= set(
+        dims
+    )
     assert output_batch_dims(model, torch.Size()) == {}
 
 

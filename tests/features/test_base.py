@@ -436,32 +436,87 @@ def test_closed_forms_check_their_inputs():
 # Maclaurin map's draws live in its per-degree sketches) and integer draws (compositional features).
 MAP_DIM = 4
 MAP_CASES = {
-    "fourier-iid": (RandomFourierFeatures, lambda batch_shape, seed: RandomFourierFeatures(
-        MAP_DIM, 12, "matern32", "iid", batch_shape=batch_shape, seed=seed)),
-    "fourier-structured": (RandomFourierFeatures, lambda batch_shape, seed: RandomFourierFeatures(
-        MAP_DIM, 12, "rbf", "structured", batch_shape=batch_shape, seed=seed)),
-    "quadrature-haar": (QuadratureFeatures, lambda batch_shape, seed: QuadratureFeatures(
-        MAP_DIM, 2, "rbf", "haar", batch_shape=batch_shape, seed=seed)),
-    "quadrature-butterfly-arccos1": (QuadratureFeatures, lambda batch_shape, seed: QuadratureFeatures(
-        MAP_DIM, 2, "arccos1", "butterfly", batch_shape=batch_shape, seed=seed)),
-    "sketch-gaussian": (PolynomialSketch, lambda batch_shape, seed: PolynomialSketch(
-        MAP_DIM, 8, 2, "gaussian", bias=0.5, batch_shape=batch_shape, seed=seed)),
-    "sketch-srht-complex": (PolynomialSketch, lambda batch_shape, seed: PolynomialSketch(
-        MAP_DIM, 8, 3, "srht", complex=True, batch_shape=batch_shape, seed=seed)),
-    "sketch-tensorsketch": (PolynomialSketch, lambda batch_shape, seed: PolynomialSketch(
-        MAP_DIM, 8, 2, "tensorsketch", batch_shape=batch_shape, seed=seed)),
-    "maclaurin-gaussian": (MaclaurinFeatures, lambda batch_shape, seed: MaclaurinFeatures(
-        MAP_DIM, 10, "gaussian", "rademacher", allocation=[5, 4], batch_shape=batch_shape, seed=seed)),
-    "maclaurin-random-complex": (MaclaurinFeatures, lambda batch_shape, seed: MaclaurinFeatures(
-        MAP_DIM, 10, "exponential", "srht", complex=True, allocation="random", max_degree=4, batch_shape=batch_shape,
-        seed=seed)),
-    "compositional": (CompositionalFeatures, lambda batch_shape, seed: CompositionalFeatures(
-        Skeleton.fully_connected(MAP_DIM, 2, "relu", base_kernel="gaussian"), 16, batch_shape=batch_shape, seed=seed)),
-    "signed-iid": (SignedRandomFeatures, lambda batch_shape, seed: SignedRandomFeatures(
-        MAP_DIM, 6, delta_gaussian_spectrum([1.5, -1.0], [1.0, 0.4]), batch_shape=batch_shape, seed=seed)),
-    "signed-orthogonal": (SignedRandomFeatures, lambda batch_shape, seed: SignedRandomFeatures(
-        MAP_DIM, 6, delta_gaussian_spectrum([1.5, -1.0], [1.0, 0.4]), "orthogonal", batch_shape=batch_shape,
-        seed=seed)),
+    "fourier-iid": (
+        RandomFourierFeatures,
+        lambda batch_shape, seed: RandomFourierFeatures(
+            MAP_DIM, 12, "matern32", "iid", batch_shape=batch_shape, seed=seed
+        ),
+    ),
+    "fourier-structured": (
+        RandomFourierFeatures,
+        lambda batch_shape, seed: RandomFourierFeatures(
+            MAP_DIM, 12, "rbf", "structured", batch_shape=batch_shape, seed=seed
+        ),
+    ),
+    "quadrature-haar": (
+        QuadratureFeatures,
+        lambda batch_shape, seed: QuadratureFeatures(MAP_DIM, 2, "rbf", "haar", batch_shape=batch_shape, seed=seed),
+    ),
+    "quadrature-butterfly-arccos1": (
+        QuadratureFeatures,
+        lambda batch_shape, seed: QuadratureFeatures(
+            MAP_DIM, 2, "arccos1", "butterfly", batch_shape=batch_shape, seed=seed
+        ),
+    ),
+    "sketch-gaussian": (
+        PolynomialSketch,
+        lambda batch_shape, seed: PolynomialSketch(
+            MAP_DIM, 8, 2, "gaussian", bias=0.5, batch_shape=batch_shape, seed=seed
+        ),
+    ),
+    "sketch-srht-complex": (
+        PolynomialSketch,
+        lambda batch_shape, seed: PolynomialSketch(
+            MAP_DIM, 8, 3, "srht", complex=True, batch_shape=batch_shape, seed=seed
+        ),
+    ),
+    "sketch-tensorsketch": (
+        PolynomialSketch,
+        lambda batch_shape, seed: PolynomialSketch(MAP_DIM, 8, 2, "tensorsketch", batch_shape=batch_shape, seed=seed),
+    ),
+    "maclaurin-gaussian": (
+        MaclaurinFeatures,
+        lambda batch_shape, seed: MaclaurinFeatures(
+            MAP_DIM, 10, "gaussian", "rademacher", allocation=[5, 4], batch_shape=batch_shape, seed=seed
+        ),
+    ),
+    "maclaurin-random-complex": (
+        MaclaurinFeatures,
+        lambda batch_shape, seed: MaclaurinFeatures(
+            MAP_DIM,
+            10,
+            "exponential",
+            "srht",
+            complex=True,
+            allocation="random",
+            max_degree=4,
+            batch_shape=batch_shape,
+            seed=seed,
+        ),
+    ),
+    "compositional": (
+        CompositionalFeatures,
+        lambda batch_shape, seed: CompositionalFeatures(
+            Skeleton.fully_connected(MAP_DIM, 2, "relu", base_kernel="gaussian"), 16, batch_shape=batch_shape, seed=seed
+        ),
+    ),
+    "signed-iid": (
+        SignedRandomFeatures,
+        lambda batch_shape, seed: SignedRandomFeatures(
+            MAP_DIM, 6, delta_gaussian_spectrum([1.5, -1.0], [1.0, 0.4]), batch_shape=batch_shape, seed=seed
+        ),
+    ),
+    "signed-orthogonal": (
+        SignedRandomFeatures,
+        lambda batch_shape, seed: SignedRandomFeatures(
+            MAP_DIM,
+            6,
+            delta_gaussian_spectrum([1.5, -1.0], [1.0, 0.4]),
+            "orthogonal",
+            batch_shape=batch_shape,
+            seed=seed,
+        ),
+    ),
 }
 
 

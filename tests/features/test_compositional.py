@@ -71,7 +71,8 @@ def test_deduplication_fewer_repeats_lower_error(float64):
     # Mean squared Frobenius error over 40 independent draws, compared with a 5-sigma margin of the difference.
     diff = errors[False] - errors[True]
     assert float(diff.mean()) > Z * float(diff.std()) / math.sqrt(diff.numel()), (
-        errors[False].mean(), errors[True].mean()
+        errors[False].mean(),
+        errors[True].mean(),
     )
 
 

@@ -93,8 +93,15 @@ def _random_draws(
     both, n = torch.cat(PAIRS), len(PAIRS[0])
     for i in range(NUM_DRAWS):
         feature_map = _maclaurin(
-            DIM, 4, kernel=kernel, sketch=sketch, complex=is_complex, allocation="random", max_degree=max_degree,
-            seed=seed0 + i, **_kernel_args(kernel),
+            DIM,
+            4,
+            kernel=kernel,
+            sketch=sketch,
+            complex=is_complex,
+            allocation="random",
+            max_degree=max_degree,
+            seed=seed0 + i,
+            **_kernel_args(kernel),
         )
         allocations.add(tuple(feature_map.counts))
         phi = feature_map(both)  # one call for x and y: the maps are tiny, per-call overhead dominates
@@ -171,8 +178,16 @@ def _fixed_map(kernel: str, sketch: str, is_complex: bool) -> MaclaurinFeatures:
     seed = 20_000 + 10 * FIXED_CASES.index((sketch, is_complex)) + (kernel == "polynomial")
     if kernel == "polynomial":
         return _maclaurin(
-            DIM, 1 + sum(POLYNOMIAL_ALLOCATION), kernel="polynomial", degree=3, bias=0.5, sketch=sketch,
-            complex=is_complex, allocation=POLYNOMIAL_ALLOCATION, batch_shape=(NUM_DRAWS,), seed=seed,
+            DIM,
+            1 + sum(POLYNOMIAL_ALLOCATION),
+            kernel="polynomial",
+            degree=3,
+            bias=0.5,
+            sketch=sketch,
+            complex=is_complex,
+            allocation=POLYNOMIAL_ALLOCATION,
+            batch_shape=(NUM_DRAWS,),
+            seed=seed,
         )
     # Gaussian kernel, optimized on a sample away from the origin: the centre is non-zero.
     feature_map = _maclaurin(
@@ -477,9 +492,9 @@ def test_gradcheck_inputs(kernel, sketch, is_complex):
 
 
 def test_device(device):
-    feature_map = _maclaurin(
-        3, 12, kernel="gaussian", sketch="srht", complex=True, allocation=[4, 4, 3], seed=0
-    ).to(device)
+    feature_map = _maclaurin(3, 12, kernel="gaussian", sketch="srht", complex=True, allocation=[4, 4, 3], seed=0).to(
+        device
+    )
     x = _points(5, 3, 0.5, seed=1)
     phi = feature_map(x.to(device))
     assert phi.device.type == device.type

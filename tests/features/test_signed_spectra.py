@@ -20,9 +20,9 @@ def test_delta_gaussian_masses_and_parts():
     x, y = X_DELTA, Y_DELTA
     r = (x - y).norm(dim=-1)
     assert DELTA.masses == (1.5, 1.0)
-    torch.testing.assert_close(DELTA.profile(r), 1.5 * torch.exp(-r**2 / 2) - torch.exp(-r**2 / 0.32))
+    torch.testing.assert_close(DELTA.profile(r), 1.5 * torch.exp(-(r**2) / 2) - torch.exp(-(r**2) / 0.32))
     torch.testing.assert_close(DELTA.expected_profile(r), DELTA.profile(r))
-    torch.testing.assert_close(DELTA.part_profile("negative", r), torch.exp(-r**2 / 0.32))
+    torch.testing.assert_close(DELTA.part_profile("negative", r), torch.exp(-(r**2) / 0.32))
 
 
 def test_delta_gaussian_norm_law_is_exact():

@@ -383,9 +383,7 @@ def test_srht_degree_one_is_exact_when_num_features_is_a_multiple_of_the_padded_
     is_complex, dim, bias, num_features, padded_dim
 ):
     """p = 1, D = m d: the blocks are orthogonal transforms, so k_hat = x.y (+ bias) for every draw."""
-    feature_map = _sketch(
-        dim, num_features, 1, sketch="srht", complex=is_complex, bias=bias, batch_shape=(50,), seed=7
-    )
+    feature_map = _sketch(dim, num_features, 1, sketch="srht", complex=is_complex, bias=bias, batch_shape=(50,), seed=7)
     assert feature_map.padded_dim == padded_dim  # the bias coordinate (4 -> 5) doubles the padding (8)
     x = _unit_rows(6, dim, seed=8, nonnegative=False)
     y = _unit_rows(6, dim, seed=9, nonnegative=False)

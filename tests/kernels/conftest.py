@@ -56,9 +56,9 @@ class RandomFeatureKernelTestCase(BaseKernelTestCase):
 
 def signed_kernel(dtype: torch.dtype = torch.float64, **kwargs) -> ScaleKernel:
     """``ScaleKernel(SignedRandomFeatureKernel)`` of :data:`SPECTRUM`, non-default outputscale and ARD lengthscale."""
-    kernel = ScaleKernel(
-        SignedRandomFeatureKernel(48, SPECTRUM, num_dims=3, ard_num_dims=3, seed=0, **kwargs)
-    ).to(dtype)
+    kernel = ScaleKernel(SignedRandomFeatureKernel(48, SPECTRUM, num_dims=3, ard_num_dims=3, seed=0, **kwargs)).to(
+        dtype
+    )
     kernel.outputscale = 1.3
     kernel.base_kernel.lengthscale = torch.tensor([0.4, 0.7, 1.1], dtype=dtype)
     return kernel

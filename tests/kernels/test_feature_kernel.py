@@ -73,9 +73,7 @@ def test_feature_sum_keeps_one_root(x64):
     torch.testing.assert_close(covar.to_dense(), k1(x64).to_dense() + k2(x64).to_dense())
     direct = k1.base_kernel + k2.base_kernel
     assert isinstance(direct, FeatureSumKernel)
-    torch.testing.assert_close(
-        direct(x64).to_dense(), k1.base_kernel(x64).to_dense() + k2.base_kernel(x64).to_dense()
-    )
+    torch.testing.assert_close(direct(x64).to_dense(), k1.base_kernel(x64).to_dense() + k2.base_kernel(x64).to_dense())
 
 
 def test_feature_sum_respects_each_summands_active_dims():
@@ -141,25 +139,59 @@ def _feature_sum(batch_shape, seed):
 
 
 KERNEL_CASES = {
-    "random-fourier": (RandomFourierKernel, lambda batch_shape, seed: RandomFourierKernel(
-        16, num_dims=3, ard_num_dims=3, batch_shape=batch_shape, seed=seed)),
-    "quadrature": (QuadratureKernel, lambda batch_shape, seed: QuadratureKernel(
-        1, num_dims=3, ard_num_dims=3, batch_shape=batch_shape, seed=seed)),
-    "arc-cosine-quadrature": (ArcCosineQuadratureKernel, lambda batch_shape, seed: ArcCosineQuadratureKernel(
-        1, num_dims=3, order=1, rotation="butterfly", batch_shape=batch_shape, seed=seed)),
-    "polynomial-sketch-complex": (PolynomialSketchKernel, lambda batch_shape, seed: PolynomialSketchKernel(
-        8, num_dims=3, degree=2, sketch="srht", complex=True, bias=1.0, batch_shape=batch_shape, seed=seed)),
-    "maclaurin": (MaclaurinKernel, lambda batch_shape, seed: MaclaurinKernel(
-        10, num_dims=3, kernel="gaussian", allocation=[5, 4], ard_num_dims=3, batch_shape=batch_shape, seed=seed)),
-    "localized-maclaurin": (LocalizedMaclaurinKernel, lambda batch_shape, seed: LocalizedMaclaurinKernel(
-        10, num_dims=3, allocation=[5, 4], batch_shape=batch_shape, seed=seed)),
-    "compositional": (CompositionalRandomFeatureKernel, lambda batch_shape, seed: CompositionalRandomFeatureKernel(
-        Skeleton.fully_connected(3, 2, "relu", base_kernel="gaussian"), 16, batch_shape=batch_shape, seed=seed)),
+    "random-fourier": (
+        RandomFourierKernel,
+        lambda batch_shape, seed: RandomFourierKernel(
+            16, num_dims=3, ard_num_dims=3, batch_shape=batch_shape, seed=seed
+        ),
+    ),
+    "quadrature": (
+        QuadratureKernel,
+        lambda batch_shape, seed: QuadratureKernel(1, num_dims=3, ard_num_dims=3, batch_shape=batch_shape, seed=seed),
+    ),
+    "arc-cosine-quadrature": (
+        ArcCosineQuadratureKernel,
+        lambda batch_shape, seed: ArcCosineQuadratureKernel(
+            1, num_dims=3, order=1, rotation="butterfly", batch_shape=batch_shape, seed=seed
+        ),
+    ),
+    "polynomial-sketch-complex": (
+        PolynomialSketchKernel,
+        lambda batch_shape, seed: PolynomialSketchKernel(
+            8, num_dims=3, degree=2, sketch="srht", complex=True, bias=1.0, batch_shape=batch_shape, seed=seed
+        ),
+    ),
+    "maclaurin": (
+        MaclaurinKernel,
+        lambda batch_shape, seed: MaclaurinKernel(
+            10, num_dims=3, kernel="gaussian", allocation=[5, 4], ard_num_dims=3, batch_shape=batch_shape, seed=seed
+        ),
+    ),
+    "localized-maclaurin": (
+        LocalizedMaclaurinKernel,
+        lambda batch_shape, seed: LocalizedMaclaurinKernel(
+            10, num_dims=3, allocation=[5, 4], batch_shape=batch_shape, seed=seed
+        ),
+    ),
+    "compositional": (
+        CompositionalRandomFeatureKernel,
+        lambda batch_shape, seed: CompositionalRandomFeatureKernel(
+            Skeleton.fully_connected(3, 2, "relu", base_kernel="gaussian"), 16, batch_shape=batch_shape, seed=seed
+        ),
+    ),
     "feature-sum": (FeatureSumKernel, _feature_sum),
-    "signed-part": (SignedPartKernel, lambda batch_shape, seed: SignedPartKernel(SignedRandomFeatureKernel(
-        6, SPECTRUM, num_dims=3, batch_shape=batch_shape, seed=seed), "absolute")),
-    "signed-random-feature": (SignedRandomFeatureKernel, lambda batch_shape, seed: SignedRandomFeatureKernel(
-        6, SPECTRUM, num_dims=3, ard_num_dims=3, sampler="orthogonal", batch_shape=batch_shape, seed=seed)),
+    "signed-part": (
+        SignedPartKernel,
+        lambda batch_shape, seed: SignedPartKernel(
+            SignedRandomFeatureKernel(6, SPECTRUM, num_dims=3, batch_shape=batch_shape, seed=seed), "absolute"
+        ),
+    ),
+    "signed-random-feature": (
+        SignedRandomFeatureKernel,
+        lambda batch_shape, seed: SignedRandomFeatureKernel(
+            6, SPECTRUM, num_dims=3, ard_num_dims=3, sampler="orthogonal", batch_shape=batch_shape, seed=seed
+        ),
+    ),
 }
 
 

@@ -41,8 +41,14 @@ class TestGaussianMaclaurinKernel(RandomFeatureKernelTestCase, unittest.TestCase
 
     def create_kernel_ard(self, num_dims, **kwargs):
         return MaclaurinKernel(
-            64, num_dims, kernel="gaussian", sketch="srht", allocation=GAUSSIAN_ALLOCATION, ard_num_dims=num_dims,
-            seed=SEED, **kwargs,
+            64,
+            num_dims,
+            kernel="gaussian",
+            sketch="srht",
+            allocation=GAUSSIAN_ALLOCATION,
+            ard_num_dims=num_dims,
+            seed=SEED,
+            **kwargs,
         )
 
 
@@ -60,8 +66,14 @@ class TestExponentialMaclaurinKernel(RandomFeatureKernelTestCase, unittest.TestC
 
     def create_kernel_ard(self, num_dims, **kwargs):
         return MaclaurinKernel(
-            33, num_dims, kernel="exponential", complex=True, allocation=EXPONENTIAL_ALLOCATION, ard_num_dims=num_dims,
-            seed=SEED, **kwargs,
+            33,
+            num_dims,
+            kernel="exponential",
+            complex=True,
+            allocation=EXPONENTIAL_ALLOCATION,
+            ard_num_dims=num_dims,
+            seed=SEED,
+            **kwargs,
         )
 
 
@@ -81,9 +93,10 @@ def test_train_inputs_optimize_on_scaled_inputs(float64):
     # The same seed, the same allocation and the same centre: the same features.
     torch.testing.assert_close(kernel.features(x), reference(scaled))
     # The function on the centred sample gives the same allocation.
-    assert optimize_maclaurin_allocation(
-        scaled - scaled.mean(0), 128, kernel="gaussian", sketch="srht"
-    ).counts == result.counts
+    assert (
+        optimize_maclaurin_allocation(scaled - scaled.mean(0), 128, kernel="gaussian", sketch="srht").counts
+        == result.counts
+    )
 
 
 def test_refit_after_lengthscale_change_follows_the_function(float64):
@@ -113,9 +126,10 @@ def test_refit_with_active_dims_and_batch(float64):
     batched.lengthscale = torch.tensor([[[1.0]], [[2.0]]])
     batched.refit_allocation(x)
     pooled = torch.cat([x / 1.0, x / 2.0])
-    assert batched.feature_map.counts == optimize_maclaurin_allocation(
-        pooled - pooled.mean(0), 64, kernel="gaussian"
-    ).counts
+    assert (
+        batched.feature_map.counts
+        == optimize_maclaurin_allocation(pooled - pooled.mean(0), 64, kernel="gaussian").counts
+    )
     assert batched(x).to_dense().shape == (2, 60, 60)
 
 

@@ -36,8 +36,10 @@ def test_inputs_off_the_sphere_are_refused():
         torch.testing.assert_close(kernel(2 * x, diag=True), torch.ones(5, dtype=torch.float64))
 
 
-@pytest.mark.parametrize(("a", "degree", "match"), [(0.0, 2, "a must be positive"), (2.0, -1, "degree"),
-                                                     (2.0, 1.5, "degree"), (2.0, True, "degree")])
+@pytest.mark.parametrize(
+    ("a", "degree", "match"),
+    [(0.0, 2, "a must be positive"), (2.0, -1, "degree"), (2.0, 1.5, "degree"), (2.0, True, "degree")],
+)
 def test_bad_arguments(a, degree, match):
     with pytest.raises(ValueError, match=match):
         SphericalPolynomialKernel(a, degree)

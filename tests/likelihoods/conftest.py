@@ -27,7 +27,10 @@ def rff_factory(num_features: int = 32, seed: int = 0):
 
 def make_model(x, labels, kernel="rff", alpha_epsilon=0.05, learn_additional_noise=False):
     likelihood = DirichletClassificationLikelihood(
-        labels, num_classes=NUM_CLASSES, alpha_epsilon=alpha_epsilon, learn_additional_noise=learn_additional_noise,
+        labels,
+        num_classes=NUM_CLASSES,
+        alpha_epsilon=alpha_epsilon,
+        learn_additional_noise=learn_additional_noise,
         dtype=x.dtype,
     )
     base = rff_factory() if kernel == "rff" else (lambda batch_shape: RBFKernel(batch_shape=batch_shape))

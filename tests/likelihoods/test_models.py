@@ -184,6 +184,7 @@ def test_random_feature_classes_share_one_feature_draw():
     x = torch.rand(30, 2, generator=generator, dtype=torch.float64)
     labels = (x.sum(-1) > 1).long() + (x[:, 0] > 0.7).long()
     likelihood = DirichletClassificationLikelihood(labels, num_classes=3, dtype=torch.float64)
+
     def factory(batch_shape):
         return RandomFourierKernel(32, num_dims=2, batch_shape=batch_shape, seed=0)
 

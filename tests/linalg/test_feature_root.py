@@ -70,8 +70,10 @@ def test_factor_of_other_features_of_the_same_rows():
     """The complex features behind a real root: C = I + s Phi^H S^-1 Phi."""
     root = _root()
     generator = torch.Generator().manual_seed(2)
-    phi = torch.complex(torch.randn(12, 4, generator=generator, dtype=torch.float64),
-                        torch.randn(12, 4, generator=generator, dtype=torch.float64))
+    phi = torch.complex(
+        torch.randn(12, 4, generator=generator, dtype=torch.float64),
+        torch.randn(12, 4, generator=generator, dtype=torch.float64),
+    )
     factor, _ = root.factor(features=phi)
     s = root.outputscale
     capacitance = torch.eye(4, dtype=torch.complex128) + s * phi.mH @ (phi / root.noise.unsqueeze(-1))

@@ -34,7 +34,15 @@ def _guarded() -> _GuardedDense:
         (lambda op: op.solve(torch.ones(3, 1, dtype=torch.float64)), "alone"),
     ],
     ids=[
-        "cholesky", "_cholesky", "root", "root_inv", "samples", "sqrt_inv_matmul", "logdet", "inv_quad_logdet", "solve"
+        "cholesky",
+        "_cholesky",
+        "root",
+        "root_inv",
+        "samples",
+        "sqrt_inv_matmul",
+        "logdet",
+        "inv_quad_logdet",
+        "solve",
     ],
 )
 def test_psd_operations_raise(operation, match):
@@ -54,8 +62,11 @@ def test_indefinite_error_names_the_operation():
     assert str(error).startswith("Frobnication needs a positive semi-definite covariance")
 
 
-@pytest.mark.parametrize("diag", [torch.tensor(0.5), torch.tensor([0.5]), torch.tensor([0.1, 0.2, 0.3])],
-                         ids=["scalar", "trailing-one", "per-row"])
+@pytest.mark.parametrize(
+    "diag",
+    [torch.tensor(0.5), torch.tensor([0.5]), torch.tensor([0.1, 0.2, 0.3])],
+    ids=["scalar", "trailing-one", "per-row"],
+)
 def test_diagonal_operator_expands_every_form_of_the_noise(diag):
     operator = diagonal_operator(_guarded(), diag.double())
     torch.testing.assert_close(operator.diagonal(), diag.double().expand(3))

@@ -17,9 +17,9 @@ def _system(batch=(), n=30, r=8, dtype=torch.float64, seed=0):
     root = torch.randn(*batch, n, r, generator=generator, dtype=torch.float64)
     noise = 0.5 + torch.rand(*batch, n, generator=generator, dtype=torch.float64)
     signature = torch.tensor([1.0] * (r // 2) + [-1.0] * (r // 2), dtype=torch.float64)
-    operator = SignedRootLinearOperator(
-        root.to(dtype), root.to(dtype), signature.to(dtype)
-    ).add_diagonal(noise.to(dtype))
+    operator = SignedRootLinearOperator(root.to(dtype), root.to(dtype), signature.to(dtype)).add_diagonal(
+        noise.to(dtype)
+    )
     dense = (root * signature) @ root.mT + torch.diag_embed(noise)
     return operator, dense
 

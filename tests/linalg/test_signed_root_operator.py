@@ -48,7 +48,8 @@ def test_batch_operations_indexing_and_scaling_keep_the_structure():
         "expand": (operator.expand(4, 2, 6, 5), dense.expand(4, 2, 6, 5)),
         "unsqueeze": (operator.unsqueeze(0), dense.unsqueeze(0)),
         "permute": (
-            operator.unsqueeze(0).expand(3, 2, 6, 5).permute(1, 0, 2, 3), dense.expand(3, 2, 6, 5).permute(1, 0, 2, 3)
+            operator.unsqueeze(0).expand(3, 2, 6, 5).permute(1, 0, 2, 3),
+            dense.expand(3, 2, 6, 5).permute(1, 0, 2, 3),
         ),
         "slice": (operator[1, 2:5, 1:3], dense[1, 2:5, 1:3]),
         "scale": (operator * 2.5, 2.5 * dense),

@@ -90,9 +90,11 @@ def test_fantasies_match_dense_complex_gp():
 def test_real_features_give_the_ordinary_posterior():
     x, y = _data()
     likelihood = gpytorch.likelihoods.GaussianLikelihood()
-    complex_choice = ExactModel(
-        x, y, likelihood, ScaleKernel(RandomFourierKernel(64, num_dims=4, seed=0, posterior="complex"))
-    ).double().eval()
+    complex_choice = (
+        ExactModel(x, y, likelihood, ScaleKernel(RandomFourierKernel(64, num_dims=4, seed=0, posterior="complex")))
+        .double()
+        .eval()
+    )
     ordinary = ExactModel(x, y, likelihood, ScaleKernel(RandomFourierKernel(64, num_dims=4, seed=0))).double().eval()
     test_x = x[:9] + 0.05
     a, b = complex_choice(test_x), ordinary(test_x)

@@ -28,9 +28,11 @@ def test_posterior_mean_is_krein_ridge_regression(dtype):
     test_x = torch.rand(9, 3, generator=torch.Generator().manual_seed(1), dtype=dtype)
     x64, y64, t64 = x.double(), y.double(), test_x.double()
     k64 = signed_kernel()
-    dense = k64(t64, x64).to_dense() @ torch.linalg.solve(
-        k64(x64).to_dense() + 0.1 * torch.eye(60, dtype=torch.float64), y64 - 0.2
-    ) + 0.2
+    dense = (
+        k64(t64, x64).to_dense()
+        @ torch.linalg.solve(k64(x64).to_dense() + 0.1 * torch.eye(60, dtype=torch.float64), y64 - 0.2)
+        + 0.2
+    )
     tolerance = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=1e-7, atol=1e-7)
     torch.testing.assert_close(model(test_x).mean.double(), dense.detach(), **tolerance)
     torch.testing.assert_close(krein_ridge_mean(k64, x64, y64 - 0.2, t64, 0.1) + 0.2, dense, rtol=1e-9, atol=1e-9)
@@ -46,8 +48,9 @@ def test_psd_operations_raise_instead_of_nan():
     # With linear_operator's fast log_prob switched off (BoTorch does so), gprf's MultivariateNormal keeps
     # indefinite operators on their own inv_quad_logdet: the same clear error. GPyTorch's class factors the dense
     # matrix instead, which fails with linear_operator's NotPSDError (never a silent NaN).
-    with linop_settings.fast_computations(log_prob=False), pytest.raises(
-        IndefiniteKernelError, match="log-determinant"
+    with (
+        linop_settings.fast_computations(log_prob=False),
+        pytest.raises(IndefiniteKernelError, match="log-determinant"),
     ):
         prior = model(x)
         mll(gprf.distributions.MultivariateNormal(prior.mean, prior.lazy_covariance_matrix), y)

@@ -27,9 +27,9 @@ def _worker(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
     try:
         x, y = make_data(n=NUM_TRAIN)
         # Uneven shards: the sums must not depend on how the points are split.
-        shard = torch.tensor_split(
-            torch.arange(NUM_TRAIN), [NUM_TRAIN // 4 * (r + 1) for r in range(world_size - 1)]
-        )[rank]
+        shard = torch.tensor_split(torch.arange(NUM_TRAIN), [NUM_TRAIN // 4 * (r + 1) for r in range(world_size - 1)])[
+            rank
+        ]
         total = all_reduce_statistics(statistics_of(x[shard], y[shard]))
         try:  # ranks that drew different features must be refused, on every rank
             all_reduce_statistics(statistics_of(x[shard], y[shard], seed=rank))
