@@ -24,3 +24,12 @@ def in_memory_prediction(model: ExactModel, test_x: torch.Tensor) -> tuple[torch
 def streamed_prediction(model, x, y, test_x, chunk_size=37, noise=None):
     fit = StreamingFit.from_model(model).fit(iterate_chunks(x, y, noise, chunk_size=chunk_size))
     return fit.predictor().predict(test_x, chunk_size=11)
+
+
+def assert_streamed_matches_in_memory(model, x, y, test_x, noise=None, rtol=0.0, atol=1e-8) -> None:
+    """Streamed mean and variance at ``test_x`` equal the in-memory prediction strategy's."""
+    mean, variance = streamed_prediction(model, x, y, test_x, noise=noise)
+    expected_mean, expected_variance = in_memory_prediction(model, test_x)
+    assert mean.dtype == variance.dtype == expected_mean.dtype and mean.device == test_x.device
+    torch.testing.assert_close(mean, expected_mean, rtol=rtol, atol=atol)
+    torch.testing.assert_close(variance, expected_variance, rtol=rtol, atol=atol)

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from gprf.streaming import StreamingFit, iterate_chunks, model_root
 from tests.prediction.conftest import make_data, make_model
-from tests.streaming.conftest import NUM_TRAIN, in_memory_prediction, streamed_prediction
+from tests.streaming.conftest import NUM_TRAIN, assert_streamed_matches_in_memory, in_memory_prediction
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -65,10 +65,7 @@ def test_fixed_noise_given_per_chunk(learn_additional_noise):
     if learn_additional_noise:
         likelihood.second_noise = 0.03
     test_x = torch.rand(20, 3, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
-    mean, variance = streamed_prediction(model, x, y, test_x, noise=noise)
-    expected_mean, expected_variance = in_memory_prediction(model, test_x)
-    torch.testing.assert_close(mean, expected_mean, rtol=0, atol=1e-8)
-    torch.testing.assert_close(variance, expected_variance, rtol=0, atol=1e-8)
+    assert_streamed_matches_in_memory(model, x, y, test_x, noise=noise)
 
 
 def test_bad_inputs_get_clear_errors():

@@ -13,7 +13,7 @@ from gprf.linalg import feature_root
 from gprf.streaming import model_root
 from gprf.streaming.features import feature_fingerprint
 from tests.prediction.conftest import ExactModel, make_data, make_model
-from tests.streaming.conftest import NUM_TRAIN, in_memory_prediction, streamed_prediction
+from tests.streaming.conftest import NUM_TRAIN, assert_streamed_matches_in_memory
 
 
 def test_active_dims_and_feature_sums():
@@ -27,10 +27,7 @@ def test_active_dims_and_feature_sums():
     test_x = torch.rand(20, 3, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
     for kernel in (slice_only, summed):
         model = ExactModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), kernel).double()
-        mean, variance = streamed_prediction(model, x, y, test_x)
-        expected_mean, expected_variance = in_memory_prediction(model, test_x)
-        torch.testing.assert_close(mean, expected_mean, rtol=0, atol=1e-8)
-        torch.testing.assert_close(variance, expected_variance, rtol=0, atol=1e-8)
+        assert_streamed_matches_in_memory(model, x, y, test_x)
 
 
 def test_model_root_is_the_decoded_root_or_a_clear_error():

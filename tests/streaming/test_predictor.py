@@ -8,7 +8,7 @@ import torch
 
 from gprf.streaming import StreamingFit, StreamingPredictor, iterate_chunks
 from tests.prediction.conftest import make_data, make_model, train_by_mll
-from tests.streaming.conftest import NUM_TRAIN, TOLERANCE, in_memory_prediction, streamed_prediction
+from tests.streaming.conftest import NUM_TRAIN, TOLERANCE, assert_streamed_matches_in_memory, in_memory_prediction
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -18,11 +18,7 @@ def test_identical_to_in_memory_model(device, dtype):
     model = make_model(x, y, num_features=64).to(device)
     x, y = x.to(device), y.to(device)
     test_x = torch.rand(50, 3, generator=torch.Generator().manual_seed(1), dtype=dtype).to(device)
-    mean, variance = streamed_prediction(model, x, y, test_x)
-    expected_mean, expected_variance = in_memory_prediction(model, test_x)
-    assert mean.dtype == variance.dtype == dtype and mean.device == x.device
-    torch.testing.assert_close(mean, expected_mean, **TOLERANCE[dtype])
-    torch.testing.assert_close(variance, expected_variance, **TOLERANCE[dtype])
+    assert_streamed_matches_in_memory(model, x, y, test_x, **TOLERANCE[dtype])
 
 
 def test_hyperparameters_trained_in_memory_then_streamed():
@@ -33,10 +29,7 @@ def test_hyperparameters_trained_in_memory_then_streamed():
     assert losses[-1] < losses[0]
     model.set_train_data(x, y, strict=False)
     test_x = torch.rand(30, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    mean, variance = streamed_prediction(model, x, y, test_x)
-    expected_mean, expected_variance = in_memory_prediction(model, test_x)
-    torch.testing.assert_close(mean, expected_mean, rtol=0, atol=1e-8)
-    torch.testing.assert_close(variance, expected_variance, rtol=0, atol=1e-8)
+    assert_streamed_matches_in_memory(model, x, y, test_x)
 
 
 def test_batched_model():
