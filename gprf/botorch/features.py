@@ -73,13 +73,11 @@ class KernelRootFeatureMap(PathwiseFeatureMap):
 
 
 @GenKernelFeatures.register(FeatureKernel)
-def _gen_kernel_root_features(kernel: FeatureKernel, *, num_inputs: int, num_outputs: int) -> KernelRootFeatureMap:
-    # ``num_outputs`` (BoTorch's requested feature count) is ignored on purpose: the model's covariance is
-    # fixed by the kernel's own features, and drawing a different number would sample another model.
-    return KernelRootFeatureMap(kernel)
-
-
 def gen_root_features(kernel: Kernel, num_inputs: int, num_outputs: int) -> KernelRootFeatureMap:
-    """A ``map_generator`` for BoTorch's prior samplers: the root of the whole covariance module (amplitude
-    included, read by the one decoder), whatever BoTorch's own generators would do with its wrappers."""
+    """BoTorch's feature generator for gprf kernels, and the ``map_generator`` gprf hands BoTorch's prior samplers
+    for whole covariance modules (amplitude included, read by the one decoder).
+
+    ``num_outputs`` (BoTorch's requested feature count) is ignored on purpose: the model's covariance is fixed by
+    the kernel's own features, and drawing a different number would sample another model.
+    """
     return KernelRootFeatureMap(kernel)

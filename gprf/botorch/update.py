@@ -38,7 +38,7 @@ from torch import Tensor
 
 from gprf.botorch.features import KernelRootFeatureMap
 from gprf.kernels import is_feature_kernel
-from gprf.linalg import factor_capacitance, feature_root
+from gprf.linalg import feature_root
 from gprf.settings import factor_dtype
 
 
@@ -96,8 +96,7 @@ def weight_space_update(
     sample_shape = errors.shape[: errors.dim() - batch_ndim - 1]
     columns = errors.reshape(-1, *errors.shape[-batch_ndim - 1 :]).movedim(0, -1)  # batch x N x S
     columns = columns.expand(*phi.shape[:-1], columns.size(-1))
-    outputscale = None if root.outputscale is None else root.outputscale.to(dtype)
-    factor, projection = factor_capacitance(phi, noise, columns, outputscale)
+    factor, projection = root.with_noise(noise).factor(columns, features=phi)
     weight = factor.solve(projection)  # batch x F x S
     weight = weight.movedim(-1, 0).reshape(*sample_shape, *phi.shape[:-2], phi.size(-1))
 

@@ -110,7 +110,6 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
         return fn(self.features, 2), outputscale, inputs
 
     def _getitem(self, row_index, col_index, *batch_indices) -> LinearOperator:
-        rows = self.root._getitem(row_index, slice(None), *batch_indices)
         same_rows = isinstance(row_index, slice) and row_index == col_index
         if same_rows and not any(torch.is_tensor(index) for index in batch_indices):
             # Rows of a symmetric covariance (e.g. a batch member, or the training block): keep the hand-off.
@@ -118,6 +117,7 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
             outputscale = None if self.outputscale is None else self.outputscale[batch_indices]
             inputs = None if self.inputs is None else self.inputs[index]
             return self._rebuild(self.features[index], outputscale, inputs)
+        rows = self.root._getitem(row_index, slice(None), *batch_indices)
         if same_rows:
             return LowRankRootLinearOperator(rows)
         columns = self.root._getitem(col_index, slice(None), *batch_indices)
