@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from gprf._checks import check_choice, check_features_input, check_positive_int
+from gprf.features.nested import member_segments, new_streams, next_draw_version, observe_draw_version
 
 
 class FeatureMapBase(torch.nn.Module, ABC):
@@ -27,7 +28,9 @@ class FeatureMapBase(torch.nn.Module, ABC):
     * every random draw is a registered buffer created eagerly in ``__init__`` (so ``.to()``,
       ``state_dict``/``load_state_dict`` into a fresh object, pickling and ``deepcopy`` work), drawn
       from a ``torch.Generator`` seeded by ``seed`` (the global RNG seeds it when ``seed is None``);
-      :meth:`resample` redraws the buffers in place and bumps :attr:`draw_version`;
+      :meth:`resample` redraws the buffers in place; every new draw (construction, :meth:`resample`,
+      ``load_state_dict``, :meth:`resized`) takes a fresh :attr:`draw_version` from one process-wide counter,
+      so different draws never share a version, whichever map object shows it;
     * buffers carry a leading ``batch_shape`` (independent draws per batch member);
     * ``num_features`` is the number of features :math:`F` of the map: real features for real maps, complex
       features for complex maps (whose real root has :math:`2F` columns), frequencies per part for signed maps;
@@ -37,7 +40,14 @@ class FeatureMapBase(torch.nn.Module, ABC):
     * no host synchronisation and no numpy in the forward pass.
 
     Subclasses implement :meth:`_draw` (the random tensors, keyed by buffer name) and :meth:`_featurize`.
+
+    **Nested draws.** Maps whose draws can nest (:meth:`resized`) read their draws from a stream
+    (:mod:`gprf.features.nested`): they set :attr:`nesting_refusal` to ``None`` for their configuration, implement
+    :meth:`_stream_draws` and :meth:`_stream_units`, and draw with :meth:`_draw_streams`.
     """
+
+    # Why this map cannot be resized (None: it can); maps that nest set it per configuration before drawing.
+    nesting_refusal: str | None = "its draws are not read from a nested stream"
 
     def __init__(
         self,
@@ -54,8 +64,8 @@ class FeatureMapBase(torch.nn.Module, ABC):
             raise TypeError(f"seed must be an int or None, got {seed!r}.")
         self.seed = seed
         self._random_buffer_names: list[str] = []
-        # Bumped whenever the draws change, so caches built on old features can notice (no host sync).
-        self.draw_version = 0
+        # A fresh value whenever the draws change, so caches built on old features can notice (no host sync).
+        self.draw_version = next_draw_version()
 
     # ------------------------------------------------------------------ randomness
     def _generator(self, generator: torch.Generator | None = None) -> torch.Generator:
@@ -87,26 +97,108 @@ class FeatureMapBase(torch.nn.Module, ABC):
         self._refuse_if_expanded()
         for name, value in self._draw(self._generator(generator)).items():
             getattr(self, name).copy_(value)
-        self.draw_version += 1
+        self.draw_version = next_draw_version()
 
-    def _refuse_if_expanded(self) -> None:
+    def _refuse_if_expanded(self, operation: str = "resample") -> None:
         """Raise if any draw (of this map or a map inside it) was expanded over the batch by :meth:`batch_expand`:
         batch members share such draws, so redrawing them cannot make the members independent."""
         for buffer in self.buffers():
             if any(stride == 0 and size > 1 for stride, size in zip(buffer.stride(), buffer.shape, strict=True)):
                 raise RuntimeError(
-                    f"{type(self).__name__}.resample: the draws were expanded over the batch (batch_expand), so "
-                    "batch members share them; resample the original map or build a map with this batch_shape."
+                    f"{type(self).__name__}.{operation}: the draws were expanded over the batch (batch_expand), so "
+                    f"batch members share them; {operation} the original map or build a map with this batch_shape."
                 )
 
-    def _load_from_state_dict(self, *args, **kwargs) -> None:
-        super()._load_from_state_dict(*args, **kwargs)
-        self.draw_version += 1
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        # The number of stream segments depends on the map's resizing history: adopt the stored one.
+        stored = state_dict.get(prefix + "draw_streams")
+        current = getattr(self, "draw_streams", None)
+        if stored is not None and current is not None and stored.shape != current.shape:
+            self.draw_streams = torch.empty(stored.shape, dtype=current.dtype, device=current.device)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self.draw_version = next_draw_version()
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        # A map from another process keeps its version; later draws here must not meet it again.
+        observe_draw_version(self.draw_version)
+
+    # ------------------------------------------------------------------ nested draws
+    def _draw_streams(self, generator: torch.Generator) -> dict[str, Tensor]:
+        """:meth:`_draw` of a nestable map: a fresh stream per batch member (seeds from ``generator``), read up to
+        this map's size."""
+        streams = new_streams(self.batch_shape, 0, generator)
+        if hasattr(self, "draw_streams"):
+            self.draw_streams = streams.to(self.draw_streams.device)
+        else:
+            self.register_buffer("draw_streams", streams)
+        return self._stream_draws()
+
+    def _stream_draws(self) -> dict[str, Tensor]:
+        """Every random tensor of the map read from :attr:`draw_streams` (CPU, float64 or integer), batch-stacked."""
+        members = [self._member_stream_draws(segments) for segments in member_segments(self.draw_streams)]
+        return {
+            name: torch.stack([m[name] for m in members]).reshape(*self.batch_shape, *members[0][name].shape)
+            for name in members[0]
+        }
+
+    def _member_stream_draws(self, segments: list[tuple[int, int]]) -> dict[str, Tensor]:
+        """The random tensors of one batch member (no batch dimensions) from its stream ``segments``."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be resized: {self.nesting_refusal}.")
+
+    def _stream_units(self) -> int:
+        """How many stream units the map reads (frequencies, rows, blocks: see the subclass)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be resized: {self.nesting_refusal}.")
+
+    def _set_num_features(self, num_features: int) -> None:
+        """Adopt a new number of features (and everything derived from it); subclasses validate it."""
+        self.num_features = num_features
+
+    @torch.no_grad()
+    def resized(self, num_features: int, generator: torch.Generator | None = None) -> FeatureMapBase:
+        r"""A new map of ``num_features`` features whose draws nest with this map's (this map is unchanged).
+
+        The new map has the same configuration, ``batch_shape``, dtype and device. Its draws are the first units
+        of this map's stream (:mod:`gprf.features.nested`):
+
+        * a smaller map holds exactly the leading draws of this one (its features are this map's leading
+          features with the normalisation of the new ``F``);
+        * a larger map holds this map's draws followed by the continuation of the stream: independent draws for
+          iid samplers, the completion of the last orthogonal block in the orthogonal complement of its rows
+          (then new blocks) for orthogonal samplers, whole new blocks for structured ones, the next points of
+          the same scrambled Sobol sequence for QMC. It is a draw of the larger map: for the default generator,
+          exactly the map a construction (or :meth:`resample`) with this map's stream would give at that size.
+
+        Without ``generator`` every resize reads the same stream, so shrinking and growing back returns the
+        original draws bit for bit, seeded or not. With ``generator``, the units beyond this map's size come
+        from a new stream seeded from it (an independent continuation; shrinking below this size and growing
+        back then reads the original stream again up to here).
+
+        Raises ``NotImplementedError`` (with the reason) for maps whose draws cannot nest.
+        """
+        if self.nesting_refusal is not None:
+            raise NotImplementedError(f"{type(self).__name__} cannot be resized: {self.nesting_refusal}.")
+        num_features = check_positive_int(num_features, "num_features")
+        self._refuse_if_expanded("resized")
+        new = copy.deepcopy(self)
+        new._set_num_features(num_features)
+        if generator is not None:
+            first_new = self._stream_units()
+            kept = self.draw_streams[..., :, 0] < first_new
+            kept_count = int(kept.reshape(-1, kept.size(-1))[0].sum())  # segment starts are shared by the batch
+            fresh = new_streams(self.batch_shape, first_new, generator).to(self.draw_streams.device)
+            new.draw_streams = torch.cat([self.draw_streams[..., :kept_count, :], fresh], dim=-2)
+        for name, value in new._stream_draws().items():
+            current = getattr(new, name)
+            dtype = current.dtype if value.is_floating_point() else value.dtype
+            setattr(new, name, value.to(device=current.device, dtype=dtype))
+        new.draw_version = next_draw_version()
+        return new
 
     # ------------------------------------------------------------------ batch handling
     def _map_random_buffers(self, fn: Callable[[Tensor], Tensor], batch_shape: torch.Size) -> FeatureMap:
         new = copy.deepcopy(self)
-        for name in self._random_buffer_names:
+        for name in self._random_buffer_names + (["draw_streams"] if hasattr(self, "draw_streams") else []):
             setattr(new, name, fn(getattr(new, name)))
         new.batch_shape = batch_shape
         return new

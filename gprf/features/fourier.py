@@ -22,12 +22,16 @@ from torch import Tensor
 
 from gprf._checks import check_choice
 from gprf.features.base import FeatureMap
+from gprf.features.nested import chunked_units, complete_orthonormal_rows, stream_generator
 from gprf.features.spectral import SPECTRA
 from gprf.features.variance import fourier_iid_variance
 from gprf.ops import cos_sin, fwht, haar_orthogonal, next_power_of_two, pad_to_power_of_two, sobol_uniform
 
 FOURIER_KERNELS = tuple(SPECTRA)
 FOURIER_SAMPLERS = ("iid", "orthogonal", "structured", "qmc")
+# Frequencies per chunk of an iid stream (and the least number of rows per chunk of a block stream): enough to
+# make the per-chunk generators cheap, few enough to waste little at the end of a map.
+_IID_CHUNK = 64
 
 
 class RandomFourierFeatures(FeatureMap):
@@ -53,6 +57,10 @@ class RandomFourierFeatures(FeatureMap):
     * ``"qmc"``: scrambled Sobol points mapped through the inverse normal (and, for Matérn, inverse
       :math:`\chi^2`) CDF; unbiased (every point is marginally uniform), lower variance than iid
       (Yang et al. 2014).
+
+    Every sampler nests (:meth:`~gprf.features.FeatureMapBase.resized`): the frequencies are read from a stream
+    in chunks of 64 iid frequencies, of whole orthogonal or structured blocks, or as the points of one scrambled
+    Sobol sequence, so the map with ``F/2`` frequencies holds the first ``F/2`` frequencies of any larger one.
 
     References:
         * A. Rahimi, B. Recht. *Random Features for Large-Scale Kernel Machines.* Advances in Neural Information
@@ -81,40 +89,75 @@ class RandomFourierFeatures(FeatureMap):
         seed: int | None = None,
     ) -> None:
         super().__init__(input_dim, num_features, batch_shape=batch_shape, seed=seed)
+        self.kernel = check_choice(kernel, "kernel", FOURIER_KERNELS)
+        self.sampler = check_choice(sampler, "sampler", FOURIER_SAMPLERS)
+        self.spectrum = SPECTRA[kernel]
+        self.block_dim = next_power_of_two(input_dim) if sampler == "structured" else input_dim
+        self._set_num_features(num_features)
+        self.nesting_refusal = None
+        self._register_draws()
+
+    def _set_num_features(self, num_features: int) -> None:
         if num_features % 2:
             raise ValueError(
                 f"num_features must be even for random Fourier features (F/2 cosine + F/2 sine features), "
                 f"got {num_features}; use {num_features + 1}."
             )
-        self.kernel = check_choice(kernel, "kernel", FOURIER_KERNELS)
-        self.sampler = check_choice(sampler, "sampler", FOURIER_SAMPLERS)
-        self.spectrum = SPECTRA[kernel]
+        self.num_features = num_features
         self.num_frequencies = num_features // 2
-        block_dim = next_power_of_two(input_dim) if sampler == "structured" else input_dim
-        self.block_dim = block_dim
-        self.num_blocks = math.ceil(self.num_frequencies / block_dim)
-        self._register_draws()
+        self.num_blocks = math.ceil(self.num_frequencies / self.block_dim)
 
     # ------------------------------------------------------------------ draws
     def _draw(self, generator: torch.Generator) -> dict[str, Tensor]:
-        batch, d, m = self.batch_shape, self.input_dim, self.num_frequencies
-        if self.sampler == "iid":
-            z = torch.randn(*batch, d, m, generator=generator, dtype=torch.float64)
-            return {"frequencies": z * self.spectrum.radial_scale((*batch, 1, m), generator)}
-        if self.sampler == "orthogonal":
-            blocks = haar_orthogonal((*batch, self.num_blocks), d, generator=generator)
-            norms = self._radial_norms((*batch, self.num_blocks, d), d, generator)
-            rows = (blocks * norms.unsqueeze(-1)).reshape(*batch, self.num_blocks * d, d)[..., :m, :]
-            return {"frequencies": rows.mT.contiguous()}
+        return self._draw_streams(generator)
+
+    def _stream_units(self) -> int:
+        """Frequencies (iid, orthogonal, qmc) or blocks (structured) read from the stream."""
+        return self.num_blocks if self.sampler == "structured" else self.num_frequencies
+
+    def _member_stream_draws(self, segments: list[tuple[int, int]]) -> dict[str, Tensor]:
+        d, units = self.input_dim, self._stream_units()
         if self.sampler == "qmc":
-            draws = [self._qmc_frequencies(generator) for _ in range(max(1, self.batch_shape.numel()))]
-            return {"frequencies": torch.stack(draws).reshape(*batch, d, m)}
-        p = self.block_dim
-        signs = torch.randint(0, 2, (*batch, self.num_blocks, 3, p), generator=generator).to(torch.float64)
-        return {
-            "signs": 2.0 * signs - 1.0,
-            "radii": self._radial_norms((*batch, self.num_blocks, p), p, generator),
-        }
+            return {"frequencies": self._qmc_frequencies(segments)}
+        if self.sampler == "iid":
+            return chunked_units(segments, units, _IID_CHUNK, self._iid_chunk, {"frequencies": 1})
+        blocks_per_chunk = math.ceil(_IID_CHUNK / self.block_dim)
+        if self.sampler == "orthogonal":
+            return chunked_units(segments, units, blocks_per_chunk * d, self._orthogonal_chunk, {"frequencies": 1})
+        return chunked_units(segments, units, blocks_per_chunk, self._structured_chunk, {"signs": 0, "radii": 0})
+
+    def _iid_chunk(self, generator: torch.Generator, chunk: int, head: dict[str, Tensor] | None) -> dict[str, Tensor]:
+        z = torch.randn(self.input_dim, _IID_CHUNK, generator=generator, dtype=torch.float64)
+        return {"frequencies": z * self.spectrum.radial_scale((1, _IID_CHUNK), generator)}
+
+    def _orthogonal_chunk(
+        self, generator: torch.Generator, chunk: int, head: dict[str, Tensor] | None
+    ) -> dict[str, Tensor]:
+        """Whole Haar blocks with radial norms; a head's partial block is completed in its orthogonal complement."""
+        d = self.input_dim
+        blocks_per_chunk = math.ceil(_IID_CHUNK / d)
+        rows = torch.empty(0, d, dtype=torch.float64) if head is None else head["frequencies"].mT
+        kept_blocks, partial = divmod(rows.size(0), d)
+        blocks = [rows[: kept_blocks * d]]
+        if partial:
+            existing = rows[kept_blocks * d :]
+            directions = complete_orthonormal_rows(existing / existing.norm(dim=-1, keepdim=True), generator)
+            norms = self._radial_norms((d - partial,), d, generator)
+            blocks.append(torch.cat([existing, directions * norms.unsqueeze(-1)]))
+            kept_blocks += 1
+        fresh = blocks_per_chunk - kept_blocks
+        if fresh:
+            haar = haar_orthogonal((fresh,), d, generator=generator)
+            norms = self._radial_norms((fresh, d), d, generator)
+            blocks.append((haar * norms.unsqueeze(-1)).reshape(fresh * d, d))
+        return {"frequencies": torch.cat(blocks).mT}
+
+    def _structured_chunk(
+        self, generator: torch.Generator, chunk: int, head: dict[str, Tensor] | None
+    ) -> dict[str, Tensor]:
+        p, blocks = self.block_dim, math.ceil(_IID_CHUNK / self.block_dim)
+        signs = torch.randint(0, 2, (blocks, 3, p), generator=generator).to(torch.float64)
+        return {"signs": 2.0 * signs - 1.0, "radii": self._radial_norms((blocks, p), p, generator)}
 
     def _radial_norms(self, shape: tuple[int, ...], dim: int, generator: torch.Generator) -> Tensor:
         """Norms of spectral draws in ``dim`` dimensions: chi_dim times the kernel's radial scale.
@@ -126,10 +169,17 @@ class RandomFourierFeatures(FeatureMap):
         chi = torch.as_tensor(stats.chi.ppf(uniform.numpy(), df=dim), dtype=torch.float64)
         return chi * self.spectrum.radial_scale(shape, generator)
 
-    def _qmc_frequencies(self, generator: torch.Generator) -> Tensor:
-        d = self.input_dim
+    def _qmc_frequencies(self, segments: list[tuple[int, int]]) -> Tensor:
+        """Points ``0..m-1`` of the scrambled Sobol sequence of each segment's seed, from the segment's start on."""
+        d, m = self.input_dim, self.num_frequencies
         extra = 0 if self.spectrum.nu is None else 1
-        u = sobol_uniform(self.num_frequencies, d + extra, generator=generator)
+        pieces = []
+        for index, (start, seed) in enumerate(segments):
+            stop = min(segments[index + 1][0] if index + 1 < len(segments) else m, m)
+            if start < stop:
+                generator = stream_generator(seed, 0)
+                pieces.append(sobol_uniform(stop - start, d + extra, generator=generator, skip=start))
+        u = torch.cat(pieces)
         z = torch.special.ndtri(u[:, :d])
         scale = self.spectrum.radial_scale_from_uniform(u[:, d]) if extra else torch.ones(u.size(0), dtype=u.dtype)
         return (z * scale.unsqueeze(-1)).mT

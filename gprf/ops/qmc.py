@@ -13,8 +13,12 @@ def sobol_uniform(
     generator: torch.Generator | None = None,
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
+    skip: int = 0,
 ) -> Tensor:
     """Scrambled Sobol points in the open cube :math:`(0, 1)^{dim}`, shape ``(num_points, dim)``.
+
+    ``skip`` starts at point ``skip`` of the sequence: with the same ``generator`` state, the points of
+    ``skip=a`` are rows ``a..`` of a draw from 0 (bit for bit), so a sequence can be continued.
 
     The scrambling seed is drawn from ``generator`` so the points are reproducible. Scrambling
     (random linear matrix scramble plus digital shift) makes every point marginally uniform, so
@@ -23,6 +27,8 @@ def sobol_uniform(
     """
     if num_points < 1 or dim < 1:
         raise ValueError(f"sobol_uniform needs num_points >= 1 and dim >= 1, got {num_points} and {dim}.")
+    if skip < 0:
+        raise ValueError(f"sobol_uniform needs skip >= 0, got {skip}.")
     if dim > torch.quasirandom.SobolEngine.MAXDIM:
         raise ValueError(f"Sobol sequences support dim <= {torch.quasirandom.SobolEngine.MAXDIM}, got {dim}.")
     seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator).item())
@@ -31,6 +37,8 @@ def sobol_uniform(
     torch.set_default_dtype(torch.float64)
     try:
         engine = torch.quasirandom.SobolEngine(dimension=dim, scramble=True, seed=seed)
+        if skip:
+            engine.fast_forward(skip)
         points = engine.draw(num_points, dtype=torch.float64)
     finally:
         torch.set_default_dtype(previous_default)
