@@ -1,0 +1,364 @@
+r"""Exact fit of a random-feature GP's outputscale, noise and constant mean at fixed features.
+
+At fixed lengthscales the features :math:`\Phi` are fixed, and the exact marginal likelihood of
+:math:`y \sim N(c\mathbf 1 + m_0, s\Phi\Phi^\top + \sigma^2 I)` is an :math:`O(F)` function of
+:math:`(s, \sigma^2, c)` once :math:`\Phi^\top\Phi` is eigendecomposed
+(:class:`~gprf.fitting.ScaleStatistics`). :func:`fit_scale_hyperparameters` builds those statistics from a
+GPyTorch model in row chunks and maximises the marginal likelihood (plus the log priors of these parameters) over
+the *raw* parameters, through their constraints, with :math:`c` profiled out in closed form where it can be.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from gpytorch.kernels import ScaleKernel
+from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
+from gpytorch.likelihoods.noise_models import HomoskedasticNoise
+from gpytorch.means import ConstantMean, Mean, ZeroMean
+from gpytorch.mlls import ExactMarginalLogLikelihood
+from gpytorch.models import ExactGP
+from gpytorch.priors import Prior
+from torch import Tensor
+
+from gprf._checks import check_positive_int
+from gprf.fitting.scale_statistics import ScaleStatistics
+from gprf.kernels.feature_kernel import is_feature_kernel, unwrap_scale_kernel
+from gprf.linalg import feature_root
+
+# Elements of one chunk of features (rows x F); 2^23 float64 values are 64 MiB.
+_CHUNK_ELEMENTS = 2**23
+# L-BFGS stops when the largest gradient entry of the summed log marginal likelihood per point falls below this, or
+# when a step changes it by less than _TOLERANCE_CHANGE (values are O(1) per point: float64 resolves ~1e-15).
+_TOLERANCE_GRAD = 1e-10
+_TOLERANCE_CHANGE = 1e-14
+
+
+@dataclass(frozen=True)
+class ScaleFitResult:
+    r"""What :func:`fit_scale_hyperparameters` did, for progress reporting.
+
+    Attributes:
+        mll_before: The objective before the fit, ``(*batch)``: :math:`\log p(y)/N` plus the log priors of the
+            outputscale, noise and constant (GPyTorch's ``ExactMarginalLogLikelihood`` without the priors of other
+            parameters).
+        mll_after: The same after the fit, at the values written into the model.
+        outputscale: The fitted ``ScaleKernel`` outputscale, or ``None`` without a ``ScaleKernel``.
+        noise: The fitted noise variance (the likelihood's ``noise``).
+        constant: The fitted ``ConstantMean`` constant, or ``None`` for other means.
+        iterations: L-BFGS iterations.
+        statistics_seconds: Wall time of the statistics (features, Gram matrix, eigendecomposition).
+        optimization_seconds: Wall time of the optimisation.
+    """
+
+    mll_before: Tensor
+    mll_after: Tensor
+    outputscale: Tensor | None
+    noise: Tensor
+    constant: Tensor | None
+    iterations: int
+    statistics_seconds: float
+    optimization_seconds: float
+
+    def __str__(self) -> str:
+        def show(values: Tensor) -> str:
+            flat = values.detach().reshape(-1).tolist()
+            text = ", ".join(f"{value:.6g}" for value in flat)
+            return text if len(flat) == 1 else f"[{text}]"
+
+        fitted = [f"noise {show(self.noise)}"]
+        if self.outputscale is not None:
+            fitted.insert(0, f"outputscale {show(self.outputscale)}")
+        if self.constant is not None:
+            fitted.append(f"constant {show(self.constant)}")
+        return (
+            f"mll/N {show(self.mll_before)} -> {show(self.mll_after)} ({', '.join(fitted)}; {self.iterations} L-BFGS "
+            f"iterations; statistics {self.statistics_seconds:.2f} s, optimisation {self.optimization_seconds:.2f} s)"
+        )
+
+
+class _ScalePriors(torch.nn.Module):
+    r"""The log priors GPyTorch's ``ExactMarginalLogLikelihood`` adds for the scale parameters, as a function of
+    candidate raw values (evaluated by ``torch.func.functional_call``, which swaps the owners' parameters)."""
+
+    def __init__(self, owners: dict[str, torch.nn.Module], priors: list[tuple[torch.nn.Module, Prior, object]]):
+        super().__init__()
+        self.owners = torch.nn.ModuleDict(owners)
+        self.priors = priors
+
+    def forward(self, batch_ndim: int) -> Tensor | float:
+        total = 0.0
+        for module, prior, closure in self.priors:
+            term = prior.log_prob(closure(module))
+            # GPyTorch's reduction: sum everything beyond the marginal likelihood's batch dimensions.
+            total = total + term.reshape(*term.shape[:batch_ndim], -1).sum(-1)
+        return total
+
+
+@dataclass
+class _ScaleParameters:
+    """The modules whose parameters the exact fit optimises, found (and checked) from an ``ExactGP``."""
+
+    scale_kernel: ScaleKernel | None
+    noise_covar: HomoskedasticNoise
+    constant_mean: ConstantMean | None
+    offset_mean: Mean | None
+    priors: _ScalePriors
+
+    @classmethod
+    def from_mll(cls, mll: object) -> _ScaleParameters:
+        if not isinstance(mll, ExactMarginalLogLikelihood) or not isinstance(mll.model, ExactGP):
+            raise TypeError(
+                "fit_scale_hyperparameters takes gpytorch.mlls.ExactMarginalLogLikelihood of an ExactGP, got "
+                f"{type(mll).__name__}; fit other objectives with a gradient-based optimizer."
+            )
+        model, likelihood = mll.model, mll.likelihood
+        if model.train_inputs is None or len(model.train_inputs) != 1:
+            raise ValueError(
+                "fit_scale_hyperparameters needs a model with one training input tensor (model.set_train_data)."
+            )
+        homoscedastic = isinstance(likelihood, GaussianLikelihood) and isinstance(
+            likelihood.noise_covar, HomoskedasticNoise
+        )
+        if isinstance(likelihood, FixedNoiseGaussianLikelihood) or not homoscedastic:
+            raise TypeError(
+                f"fit_scale_hyperparameters fits a homoscedastic gpytorch GaussianLikelihood (one noise variance per "
+                f"batch member), got {type(likelihood).__name__}; fit models with this likelihood by gradient-based "
+                "fitting of the marginal likelihood instead (e.g. botorch.fit_gpytorch_mll or torch.optim)."
+            )
+        for name in ("covar_module", "mean_module"):
+            if not isinstance(getattr(model, name, None), torch.nn.Module):
+                raise TypeError(f"fit_scale_hyperparameters needs the model's {name} (GPyTorch's ExactGP convention).")
+        covar_module, mean_module = model.covar_module, model.mean_module
+        if not is_feature_kernel(covar_module):
+            raise TypeError(
+                f"fit_scale_hyperparameters needs a gprf random-feature covar_module (optionally in ScaleKernel), got "
+                f"{type(unwrap_scale_kernel(covar_module)).__name__}; fit other kernels by gradient-based fitting."
+            )
+        scale_kernel = covar_module if isinstance(covar_module, ScaleKernel) else None
+        constant_mean = mean_module if isinstance(mean_module, ConstantMean) else None
+        offset_mean = None if isinstance(mean_module, (ConstantMean, ZeroMean)) else mean_module
+
+        owners = {"noise": likelihood.noise_covar}
+        if scale_kernel is not None:
+            owners["scale"] = scale_kernel
+        if constant_mean is not None:
+            owners["mean"] = constant_mean
+        priors = [
+            (module, prior, closure)
+            for _, module, prior, closure, _ in model.named_priors()
+            if any(module is owner for owner in owners.values())
+        ]
+        return cls(scale_kernel, likelihood.noise_covar, constant_mean, offset_mean, _ScalePriors(owners, priors))
+
+    def has_constant_prior_or_constraint(self) -> bool:
+        mean = self.constant_mean
+        return any(module is mean for module, _, _ in self.priors.priors) or hasattr(mean, "raw_constant_constraint")
+
+
+def _training_inputs(model: ExactGP) -> Tensor:
+    """The training inputs as the model's forward sees them in training mode.
+
+    BoTorch models keep the untransformed inputs in ``train_inputs`` in training mode and apply their input
+    transform in ``forward`` (``model.transform_inputs``); plain GPyTorch models use ``train_inputs`` as they are.
+    """
+    (inputs,) = model.train_inputs
+    transform_inputs = getattr(model, "transform_inputs", None)
+    return inputs if transform_inputs is None else transform_inputs(inputs)
+
+
+def _feature_chunks(
+    model: ExactGP, offset_mean: Mean | None, inputs: Tensor, targets: Tensor, rows: int
+) -> Iterator[tuple[Tensor, Tensor]]:
+    """``(root R, y - m0)`` of consecutive row chunks, featurized as the model's covariance does it."""
+    for start in range(0, inputs.size(-2), rows):
+        x = inputs[..., start : start + rows, :]
+        root = feature_root(model.covar_module(x))
+        if root is None:
+            raise TypeError(
+                f"{type(model.covar_module).__name__} did not evaluate to a feature root; fit_scale_hyperparameters "
+                "needs a gprf random-feature kernel (optionally in ScaleKernel or a gprf feature sum)."
+            )
+        y = targets[..., start : start + rows]
+        yield root.features, (y if offset_mean is None else y - offset_mean(x))
+
+
+def _fixed_outputscale(model: ExactGP, scale_kernel: ScaleKernel | None, inputs: Tensor) -> Tensor | None:
+    r"""The factor of the covariance besides the fitted outputscale :math:`s` (``None`` for 1).
+
+    The decoder reads the whole amplitude of the root (every ``ScaleKernel`` and constant factor); dividing by the
+    fitted ``ScaleKernel``'s outputscale leaves what stays fixed (exactly 1 for a single ``ScaleKernel``).
+    """
+    root = feature_root(model.covar_module(inputs[..., :1, :]))
+    if root is None or root.outputscale is None:
+        return None
+    return root.outputscale if scale_kernel is None else root.outputscale / scale_kernel.outputscale
+
+
+def _raw_copy(parameter: Tensor, dtype: torch.dtype) -> Tensor:
+    return parameter.detach().to(dtype).clone().requires_grad_(True)
+
+
+def fit_scale_hyperparameters(
+    mll: ExactMarginalLogLikelihood, *, chunk_size: int | None = None, max_iter: int = 100
+) -> ScaleFitResult:
+    r"""Maximise the exact marginal likelihood over the outputscale, noise and constant mean at fixed features.
+
+    For an ``ExactGP`` whose ``covar_module`` is a gprf feature kernel (alone, in ``ScaleKernel``, or a feature
+    sum) with a homoscedastic ``GaussianLikelihood``: the features of the training inputs (as the model's forward
+    sees them in training mode, BoTorch input transforms included) are computed in row chunks of ``chunk_size``,
+    reduced to :class:`~gprf.fitting.ScaleStatistics` (:math:`O(NF^2 + F^3)` once), and the objective
+
+    .. math::
+        \mathcal L(s, \sigma^2, c) = \tfrac1N \log N\big(y \mid c\mathbf 1 + m_0,\ s\Phi\Phi^\top + \sigma^2 I\big)
+        + \log p(s) + \log p(\sigma^2) + \log p(c)
+
+    (GPyTorch's ``ExactMarginalLogLikelihood`` with the priors the model registers on these parameters) is
+    maximised by L-BFGS with strong-Wolfe line search at :math:`O(F)` per evaluation, over the *raw* parameters
+    through their constraints' transforms (so bounds such as the noise's ``GreaterThan`` hold exactly). Batch
+    members (BoTorch's output batch) are fitted together.
+
+    What is fitted:
+
+    * ``ScaleKernel`` outermost: its outputscale :math:`s`; without one :math:`s` stays 1 (any other amplitude
+      inside the kernel stays fixed);
+    * the likelihood's noise :math:`\sigma^2`;
+    * ``ConstantMean``: :math:`c`, profiled out as :math:`c^* = \mathbf 1^\top K^{-1}(y - m_0) / \mathbf 1^\top
+      K^{-1}\mathbf 1` when it has no prior or constraint and one constant per batch member, optimised jointly
+      otherwise; ``ZeroMean``: :math:`c = 0`; any other mean is a fixed offset :math:`m_0`.
+
+    The optimum is written into the raw parameters; the model is left in the training mode it had.
+
+    Args:
+        mll: GPyTorch's ``ExactMarginalLogLikelihood`` of the model.
+        chunk_size: Rows per chunk of features (``None``: about :math:`2^{23}/F` rows).
+        max_iter: Most L-BFGS iterations.
+
+    Returns:
+        A :class:`ScaleFitResult` (objective before and after, fitted values, iterations, timings).
+
+    Raises:
+        TypeError: For another objective or model, a likelihood other than a homoscedastic ``GaussianLikelihood``
+            (observed or heteroscedastic noise, non-Gaussian likelihoods: fit those by gradient-based fitting), or
+            a covariance that is not a gprf feature kernel.
+
+    Example:
+        >>> mll = ExactMarginalLogLikelihood(model.likelihood, model)
+        >>> result = fit_scale_hyperparameters(mll)
+        >>> print(result)  # mll/N before -> after, fitted values
+    """
+    parameters = _ScaleParameters.from_mll(mll)
+    max_iter = check_positive_int(max_iter, "max_iter")
+    model = mll.model
+    was_training = mll.training
+    mll.train()  # BoTorch models hold the untransformed inputs in training mode
+    try:
+        begin = time.perf_counter()
+        with torch.no_grad():
+            inputs, targets = _training_inputs(model), model.train_targets
+            if chunk_size is None:
+                chunk_size = max(1, _CHUNK_ELEMENTS // unwrap_scale_kernel(model.covar_module).root_dim)
+            rows = check_positive_int(chunk_size, "chunk_size")
+            fixed = _fixed_outputscale(model, parameters.scale_kernel, inputs)
+            statistics = ScaleStatistics.from_chunks(
+                _feature_chunks(model, parameters.offset_mean, inputs, targets, rows)
+            )
+        middle = time.perf_counter()
+        result = _optimize(parameters, statistics, fixed, max_iter)
+        end = time.perf_counter()
+    finally:
+        mll.train(was_training)
+    return ScaleFitResult(**result, statistics_seconds=middle - begin, optimization_seconds=end - middle)
+
+
+def _optimize(
+    parameters: _ScaleParameters, statistics: ScaleStatistics, fixed: Tensor | None, max_iter: int
+) -> dict[str, object]:
+    """L-BFGS on the raw scale parameters; writes the optimum into the model."""
+    dtype = statistics.eigenvalues.dtype
+    scale, noise_covar, mean = parameters.scale_kernel, parameters.noise_covar, parameters.constant_mean
+    batch_shape = statistics.batch_shape
+    profiled = (
+        mean is not None
+        and not parameters.has_constant_prior_or_constraint()
+        and mean.raw_constant.shape == batch_shape
+    )
+    fixed = None if fixed is None else fixed.detach().to(dtype)
+
+    # The model's raw parameters under their names in parameters.priors, and float64 leaves to optimise.
+    model_raw = {"noise.raw_noise": noise_covar.raw_noise}
+    if scale is not None:
+        model_raw["scale.raw_outputscale"] = scale.raw_outputscale
+    if mean is not None and not profiled:
+        model_raw["mean.raw_constant"] = mean.raw_constant
+    raw = {name: _raw_copy(parameter, dtype) for name, parameter in model_raw.items()}
+
+    def values(raw: dict[str, Tensor], constant: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Outputscale and noise of the raw values, and the constant (profiled when not given)."""
+        noise = noise_covar.raw_noise_constraint.transform(raw["noise.raw_noise"]).squeeze(-1)
+        outputscale = torch.ones((), dtype=dtype, device=noise.device)
+        if scale is not None:
+            outputscale = scale.raw_outputscale_constraint.transform(raw["scale.raw_outputscale"])
+        effective = outputscale if fixed is None else outputscale * fixed
+        if constant is None and mean is not None:
+            if profiled:
+                constant = statistics.optimal_constant(effective, noise)
+            else:
+                constant = raw["mean.raw_constant"]
+                if hasattr(mean, "raw_constant_constraint"):
+                    constant = mean.raw_constant_constraint.transform(constant)
+        return outputscale, noise, constant
+
+    def objective(raw: dict[str, Tensor], constant: Tensor | None = None) -> Tensor:
+        outputscale, noise, constant = values(raw, constant)
+        effective = outputscale if fixed is None else outputscale * fixed
+        value = statistics.log_marginal_likelihood(effective, noise, 0.0 if constant is None else constant)
+        if parameters.priors.priors:  # a profiled constant has no prior
+            value = value + torch.func.functional_call(parameters.priors, raw, (len(batch_shape),))
+        return value
+
+    with torch.no_grad():
+        current_constant = None if mean is None else mean.constant.detach().to(dtype)
+        mll_before = objective(raw, current_constant)
+
+    leaves = list(raw.values())
+    optimizer = torch.optim.LBFGS(
+        leaves,
+        max_iter=max_iter,
+        tolerance_grad=_TOLERANCE_GRAD,
+        tolerance_change=_TOLERANCE_CHANGE,
+        line_search_fn="strong_wolfe",
+    )
+
+    def closure() -> Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        loss = -objective(raw).sum()
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    iterations = int(optimizer.state[leaves[0]].get("n_iter", 0))
+
+    with torch.no_grad():
+        outputscale, noise, constant = values(raw)
+        if not bool(torch.isfinite(noise).all() & torch.isfinite(outputscale).all()):
+            raise RuntimeError("The scale fit diverged (non-finite outputscale or noise); the model was not changed.")
+        for name, parameter in model_raw.items():
+            parameter.copy_(raw[name])
+        if profiled:
+            mean.raw_constant.copy_(constant)
+        # The objective at the values as stored (in the model's dtype).
+        stored = {name: _raw_copy(parameter, dtype) for name, parameter in model_raw.items()}
+        stored_constant = None if mean is None else mean.constant.detach().to(dtype)
+        mll_after = objective(stored, stored_constant)
+    return {
+        "mll_before": mll_before.detach(),
+        "mll_after": mll_after.detach(),
+        "outputscale": None if scale is None else scale.outputscale.detach().clone(),
+        "noise": noise_covar.noise.detach().squeeze(-1).clone(),
+        "constant": None if mean is None else mean.constant.detach().clone(),
+        "iterations": iterations,
+    }
