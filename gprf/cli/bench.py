@@ -10,7 +10,9 @@ Sub-benchmarks (``--what``, comma-separated, or ``all``; default ``mll,predict``
 * ``featurize``: structured maps (SORF, TensorSRHT; fast Walsh–Hadamard transform) against dense
   projections and scikit-learn's samplers (:mod:`gprf.cli.bench_featurize`);
 * ``thompson``: pathwise Thompson sampling with ``RandomFeatureSingleTaskGP`` against BoTorch's default
-  route on an exact ``SingleTaskGP`` (:mod:`gprf.cli.bench_thompson`).
+  route on an exact ``SingleTaskGP`` (:mod:`gprf.cli.bench_thompson`);
+* ``regression``: test RMSE and NLL against training time on real data, gprf's one-call training recipe against
+  the exact GP, SGPR, SVGP and GPyTorch's ``RFFKernel`` (:mod:`gprf.cli.bench_regression`).
 
 ``--device cuda`` times on the GPU (every timed call is bracketed by ``torch.cuda.synchronize()``).
 """
@@ -23,6 +25,12 @@ import torch
 
 from gprf.cli.bench_featurize import render_featurize, run_featurize
 from gprf.cli.bench_gp import MEASURES_OF, render_gp, run_gp
+from gprf.cli.bench_regression import (
+    add_regression_arguments,
+    load_regression_datasets,
+    render_regression,
+    run_regression,
+)
 from gprf.cli.bench_roofline import gemm_rates, render_roofline, roofline_report
 from gprf.cli.bench_thompson import render_thompson, run_thompson
 from gprf.cli.options import (
@@ -37,7 +45,7 @@ from gprf.cli.options import (
 )
 from gprf.cli.report import Progress, write_json
 
-SUB_BENCHMARKS = ("mll", "predict", "featurize", "thompson")
+SUB_BENCHMARKS = ("mll", "predict", "featurize", "thompson", "regression")
 DEFAULT_WHAT = "mll,predict"
 
 
@@ -139,6 +147,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default=2000,
         help="points each path is maximised over (default: 2000)",
     )
+    add_regression_arguments(parser)
     add_device_arguments(parser)
     parser.add_argument("--json", metavar="OUT.json", help="write the results as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -174,6 +183,7 @@ def run_bench(args: argparse.Namespace, log: Progress) -> dict:
         raise CLIError(
             f"argument --features: must be even (F/2 frequencies with cos and sin features), got {args.features}"
         )
+    datasets = load_regression_datasets(args)
     report: dict = {"command": "bench", "config": config(args, device)}
     measures = [measure for name in args.what if name in MEASURES_OF for measure in MEASURES_OF[name]]
     if measures:
@@ -189,6 +199,8 @@ def run_bench(args: argparse.Namespace, log: Progress) -> dict:
         )  # fmt: skip
     if "thompson" in args.what:
         report["thompson"] = run_thompson(args, device, dtype, log)
+    if datasets is not None:
+        report["regression"] = run_regression(args, datasets, device, dtype, log)
     return report
 
 
@@ -207,9 +219,12 @@ def render_report(report: dict) -> str:
         sections.append(render_featurize(report["featurize"]))
     if "thompson" in report:
         sections.append(render_thompson(report["thompson"]))
+    if "regression" in report:
+        sections.append(render_regression(report["regression"]))
     for section in sections:
         lines += ["", *section]
-    lines += ["", "All contenders of a table are timed round-robin in the same run: compare ratios, not times."]
+    if set(cfg["what"]) - {"regression"}:  # the regression tables report accuracy, not round-robin timings
+        lines += ["", "All contenders of a table are timed round-robin in the same run: compare ratios, not times."]
     return "\n".join(lines)
 
 

@@ -35,10 +35,11 @@ def write_csv(path, num_rows: int = 60, seed: int = 0) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-# Every sub-benchmark at tiny sizes (the exact GP off).
+# Every sub-benchmark at tiny sizes (the exact GP off; regression: 60 rows of the bundled data, RFFKernel only).
 TINY_SUB_BENCH = ["bench", "--n", "120", "--d", "3", "--features", "16", "--test-points", "20", "--repeats", "1",
                   "--warmup", "0", "--exact-max-n", "0", "--featurize-n", "50", "--featurize-dims", "3,8",
                   "--thompson-n", "150", "--thompson-exact-n", "60", "--paths", "7", "--candidates", "40",
+                  "--max-n", "60", "--time-budget", "0.2", "--methods", "rff", "--rff-features", "16",
                   "--quiet"]  # fmt: skip
 
 

@@ -20,7 +20,9 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 def test_all_sub_benchmarks_report_their_ratios_and_fields(tmp_path, capsys):
     text, report = run_json(tmp_path, capsys, "--what", "all")
     assert report["config"]["what"] == list(SUB_BENCHMARKS)
-    assert text.startswith("gprf bench: mll, predict, featurize, thompson; float64 on cpu, 1 thread(s), torch ")
+    assert text.startswith(
+        "gprf bench: mll, predict, featurize, thompson, regression; float64 on cpu, 1 thread(s), torch "
+    )
 
     # mll + predict: against RFFKernel (the exact GP is disabled by --exact-max-n 0)
     for measure in ("mll_step", "predict_cold", "predict_warm"):
@@ -57,6 +59,11 @@ def test_all_sub_benchmarks_report_their_ratios_and_fields(tmp_path, capsys):
     assert thompson["dense_update_bytes"] == {"large_n": (7 + 2) * 150**2 * 8, "small_n": (7 + 2) * 60**2 * 8}
     assert all(peak > 0 for peak in thompson["peak_memory_bytes"].values())
     assert "BoTorch's dense update at the large N=150 would need" in text and "ratio gprf/botorch" in text
+
+    # regression: the bundled dataset, subsampled, scored against the predict-the-mean baseline
+    (regression,) = report["regression"]["datasets"].values()
+    assert (regression["train_points"], regression["test_points"]) == (54, 6) and list(regression["methods"]) == ["rff"]
+    assert "diabetes: 54 training and 6 test points, d=10 (subsampled 60 of 442 rows)" in text
 
 
 def test_sub_benchmarks_on_each_device(capsys, device):

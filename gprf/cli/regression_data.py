@@ -1,0 +1,153 @@
+"""Datasets of ``gprf bench --what regression``: a folder of ``<name>.npz``/``<name>.csv`` files, or the bundled
+default, subsampled and split into standardised training and test tensors.
+
+* ``<name>.npz``: arrays ``x`` of shape ``(n, d)`` and ``y`` of shape ``(n,)`` (or ``(n, 1)``); other arrays (such
+  as a predefined split mask) are ignored, since the benchmark draws its own split of its subsample;
+* ``<name>.csv``: a header row, the target in the last column, read by :func:`gprf.cli.data.load_csv`.
+
+Rows with missing or infinite values are dropped, with a note in the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gprf.cli.data import BUILTIN_DATASETS, DEFAULT_DATASET, Dataset, Split, load_csv, split_dataset
+from gprf.cli.options import CLIError
+
+#: File types a data folder may hold, in order of preference when a name has both.
+SUFFIXES = (".npz", ".csv")
+#: Fraction of the (subsampled) rows held out for testing.
+TEST_FRACTION = 0.1
+
+
+def dataset_files(data_dir: str | Path) -> dict[str, Path]:
+    """``{name: file}`` of every ``.npz``/``.csv`` file in ``data_dir``, sorted by name (``.npz`` wins a tie)."""
+    folder = Path(data_dir)
+    if not folder.is_dir():
+        raise CLIError(f"argument --data-dir: no such folder {str(data_dir)!r}")
+    files: dict[str, Path] = {}
+    for suffix in reversed(SUFFIXES):  # the preferred suffix is written last and wins
+        for path in folder.glob(f"*{suffix}"):
+            if path.is_file():
+                files[path.stem] = path
+    if not files:
+        raise CLIError(f"argument --data-dir: {str(data_dir)!r} holds no .npz or .csv files")
+    return dict(sorted(files.items()))
+
+
+def load_npz(path: str | Path) -> Dataset:
+    """Arrays ``x`` (n, d) and ``y`` (n,) of an ``.npz`` file, rows with non-finite values dropped."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as arrays:
+            missing = [key for key in ("x", "y") if key not in arrays.files]
+            if missing:
+                raise CLIError(
+                    f"argument --data-dir: {path.name} lacks array(s) {', '.join(missing)}; it needs x of shape (n, d) "
+                    f"and y of shape (n,) (it has {', '.join(arrays.files) or 'none'})"
+                )
+            x, y = np.asarray(arrays["x"], dtype=np.float64), np.asarray(arrays["y"], dtype=np.float64)
+    except (OSError, ValueError) as err:
+        raise CLIError(f"argument --data-dir: cannot read {path.name} as an .npz file: {err}") from None
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if x.ndim == 1:
+        x = x[:, None]
+    if x.ndim != 2 or y.ndim != 1 or x.shape[0] != y.shape[0]:
+        raise CLIError(
+            f"argument --data-dir: {path.name} has x of shape {x.shape} and y of shape {y.shape}; "
+            "it needs x of shape (n, d) and y of shape (n,)"
+        )
+    complete = np.isfinite(x).all(-1) & np.isfinite(y)
+    notes = () if complete.all() else (f"dropped {int((~complete).sum())} row(s) with missing or infinite values",)
+    names = tuple(f"x{j}" for j in range(x.shape[1]))
+    return Dataset(path.stem, x[complete], y[complete], names, "y", notes)
+
+
+def _last_column(path: Path) -> str:
+    """The name of the last column in the header row of the CSV file ``path``."""
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            head = handle.read(4096)
+    except OSError as err:
+        raise CLIError(f"argument --data-dir: cannot read {path.name}: {err.strerror or err}") from None
+    try:
+        dialect = csv.Sniffer().sniff(head, delimiters=",;\t")
+    except csv.Error:
+        dialect = csv.excel
+    header = next(csv.reader(head.splitlines(), dialect), [])
+    if not header or not header[-1].strip():
+        raise CLIError(f"argument --data-dir: {path.name} needs a header row naming its columns (target last)")
+    return header[-1].strip()
+
+
+def load_table(path: str | Path) -> Dataset:
+    """An ``.npz`` or ``.csv`` file of the data folder (CSV: target in the last column)."""
+    path = Path(path)
+    if path.suffix == ".npz":
+        return load_npz(path)
+    try:
+        data = load_csv(path, _last_column(path))
+    except CLIError as err:  # load_csv speaks of --data/--target; here the file comes from --data-dir
+        message = str(err).removeprefix("argument --data: ").removeprefix("argument --target: ")
+        raise CLIError(f"argument --data-dir: {path.name}: {message}") from None
+    return dataclasses.replace(data, name=path.stem)
+
+
+def load_datasets(data_dir: str | None, names: list[str] | None) -> list[Dataset]:
+    """``--data-dir``/``--datasets``: the named files of the folder (default: all of them), or without a folder
+    the bundled default dataset (``--datasets`` may then name the built-in datasets)."""
+    if data_dir is None:
+        names = names or [DEFAULT_DATASET]
+        unknown = [name for name in names if name not in BUILTIN_DATASETS]
+        if unknown:
+            raise CLIError(
+                f"argument --datasets: no built-in dataset {', '.join(map(repr, unknown))} "
+                f"(built-in: {', '.join(sorted(BUILTIN_DATASETS))}); give --data-dir DIR for files <name>.npz/.csv"
+            )
+        return [dataclasses.replace(BUILTIN_DATASETS[name](), name=name) for name in names]
+    files = dataset_files(data_dir)
+    names = names or list(files)
+    unknown = [name for name in names if name not in files]
+    if unknown:
+        raise CLIError(
+            f"argument --datasets: no file {', '.join(f'{name}.npz/.csv' for name in unknown)} in {data_dir!r}; "
+            f"available: {', '.join(files)}"
+        )
+    return [load_table(files[name]) for name in names]
+
+
+def dataset_names(text: str) -> list[str]:
+    """argparse type of ``--datasets``: comma-separated names, duplicates dropped."""
+    names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    if not names:
+        raise argparse.ArgumentTypeError("expected comma-separated dataset names, got none")
+    return names
+
+
+def subsample(data: Dataset, max_rows: int, seed: int) -> Dataset:
+    """A seeded random subset of ``max_rows`` rows (all rows, in their order, when there are no more)."""
+    if data.num_rows <= max_rows:
+        return data
+    generator = torch.Generator().manual_seed(seed)
+    rows = torch.randperm(data.num_rows, generator=generator)[:max_rows].sort().values.numpy()
+    note = f"subsampled {max_rows} of {data.num_rows} rows"
+    return dataclasses.replace(data, x=data.x[rows], y=data.y[rows], notes=(*data.notes, note))
+
+
+def regression_split(
+    data: Dataset, max_rows: int, seed: int, device: torch.device, dtype: torch.dtype
+) -> tuple[Dataset, Split]:
+    """The subsample of ``max_rows`` rows and its seeded 90/10 train/test split, standardised by the training
+    statistics (:func:`gprf.cli.data.split_dataset`)."""
+    sample = subsample(data, max_rows, seed)
+    if sample.num_rows < 10:
+        raise CLIError(f"dataset {data.name!r} has {sample.num_rows} usable row(s); the benchmark needs at least 10")
+    return sample, split_dataset(sample, TEST_FRACTION, seed, device=device, dtype=dtype)
