@@ -136,6 +136,8 @@ class FeatureMapBase(torch.nn.Module, ABC):
 
     def _stream_draws(self) -> dict[str, Tensor]:
         """Every random tensor of the map read from :attr:`draw_streams` (CPU, float64 or integer), batch-stacked."""
+        if not hasattr(self, "draw_streams"):
+            return {}  # a map without random draws (e.g. a degree-0 sketch)
         members = [self._member_stream_draws(segments) for segments in member_segments(self.draw_streams)]
         return {
             name: torch.stack([m[name] for m in members]).reshape(*self.batch_shape, *members[0][name].shape)
@@ -182,7 +184,7 @@ class FeatureMapBase(torch.nn.Module, ABC):
         self._refuse_if_expanded("resized")
         new = copy.deepcopy(self)
         new._set_num_features(num_features)
-        if generator is not None:
+        if generator is not None and hasattr(self, "draw_streams"):
             first_new = self._stream_units()
             kept = self.draw_streams[..., :, 0] < first_new
             kept_count = int(kept.reshape(-1, kept.size(-1))[0].sum())  # segment starts are shared by the batch

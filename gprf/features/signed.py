@@ -13,11 +13,14 @@ from torch import Tensor
 
 from gprf._checks import check_choice
 from gprf.features.base import SignedFeatureMap
+from gprf.features.nested import chunked_units, complete_orthonormal_rows
 from gprf.features.signed_spectra import PARTS, SignedRadialSpectrum
 from gprf.features.variance import fourier_iid_variance
 from gprf.ops import cos_sin, haar_orthogonal
 
 SIGNED_SAMPLERS = ("iid", "orthogonal")
+# Least number of frequency rows per chunk of the stream (iid: exactly; orthogonal: whole blocks).
+_CHUNK = 64
 
 
 class SignedRandomFeatures(SignedFeatureMap):
@@ -45,10 +48,14 @@ class SignedRandomFeatures(SignedFeatureMap):
           \frac{\lVert\mu_+\rVert^2}{s}\Big[\frac{1 + \tilde k_+(2z)}{2} - \tilde k_+(z)^2\Big]
           + \frac{\lVert\mu_-\rVert^2}{s}\Big[\frac{1 + \tilde k_-(2z)}{2} - \tilde k_-(z)^2\Big].
 
-    * ``"orthogonal"`` (GORF): the :math:`2s` directions are the rows of stacked independent Haar-orthogonal
-      :math:`d\times d` blocks, rows :math:`0..s-1` for :math:`\mu_+` and :math:`s..2s-1` for :math:`\mu_-` — exactly
-      orthogonal within a block, including across the two parts. Each row is marginally uniform, so the estimate
-      stays unbiased, with a lower variance (Luo et al. 2021, Thm. 6).
+    * ``"orthogonal"`` (GORF): the :math:`s` directions of each part are the rows of stacked independent
+      Haar-orthogonal :math:`d\times d` blocks (independent across the parts) — exactly orthogonal within a
+      block. Each row is marginally uniform, so the estimate stays unbiased, with a lower variance
+      (Luo et al. 2021, Thm. 6).
+
+    Both samplers nest (:meth:`~gprf.features.FeatureMapBase.resized`): the frequencies of both parts are read
+    from a stream (chunks of 64 iid frequencies, or of whole blocks), so a map with ``s`` frequencies per part
+    holds the first ``s`` frequencies of each part of any larger one.
 
     Reference: Q. Luo, K. Fang, J. Yang, X. Huang. *Towards Unbiased Random Features with Lower Variance for
     Stationary Indefinite Kernels.* International Joint Conference on Neural Networks (IJCNN), 2021.
@@ -81,23 +88,41 @@ class SignedRandomFeatures(SignedFeatureMap):
         spectrum.check_dim(input_dim)
         self.spectrum = spectrum
         self.sampler = check_choice(sampler, "sampler", SIGNED_SAMPLERS)
+        self.nesting_refusal = None
         self._register_draws()
 
     # ------------------------------------------------------------------ draws
     def _draw(self, generator: torch.Generator) -> dict[str, Tensor]:
-        batch, d, s = self.batch_shape, self.input_dim, self.num_features
-        if self.sampler == "iid":
-            directions = torch.randn(*batch, 2 * s, d, generator=generator, dtype=torch.float64)
-            directions = directions / directions.norm(dim=-1, keepdim=True)
-        else:
-            num_blocks = math.ceil(2 * s / d)
-            blocks = haar_orthogonal((*batch, num_blocks), d, generator=generator)
-            directions = blocks.reshape(*batch, num_blocks * d, d)[..., : 2 * s, :]
+        return self._draw_streams(generator)
+
+    def _stream_units(self) -> int:
+        """Frequencies per part read from the stream (``num_features``)."""
+        return self.num_features
+
+    def _chunk_size(self) -> int:
+        return _CHUNK if self.sampler == "iid" else math.ceil(_CHUNK / self.input_dim) * self.input_dim
+
+    def _member_stream_draws(self, segments: list[tuple[int, int]]) -> dict[str, Tensor]:
+        names = {f"{part}_frequencies": 1 for part in PARTS}
+        return chunked_units(segments, self.num_features, self._chunk_size(), self._frequencies_chunk, names)
+
+    def _frequencies_chunk(
+        self, generator: torch.Generator, chunk: int, head: dict[str, Tensor] | None
+    ) -> dict[str, Tensor]:
+        """Frequencies of both parts, ``(d, chunk size)`` each: directions (iid, or Haar blocks completing a head's
+        partial block) times the part's radial norms."""
+        d, size = self.input_dim, self._chunk_size()
         draws = {}
-        for k, part in enumerate(PARTS):
-            norms = self.spectrum.sample_norms(part, (*batch, s), d, generator)
-            rows = directions[..., k * s : (k + 1) * s, :] * norms.unsqueeze(-1)
-            draws[f"{part}_frequencies"] = rows.mT.contiguous()
+        for part in PARTS:
+            name = f"{part}_frequencies"
+            if self.sampler == "iid":
+                directions = torch.randn(size, d, generator=generator, dtype=torch.float64)
+                directions = directions / directions.norm(dim=-1, keepdim=True)
+            else:
+                existing = torch.empty(0, d, dtype=torch.float64) if head is None else head[name].mT
+                directions = _orthogonal_directions(existing / existing.norm(dim=-1, keepdim=True), size, generator)
+            norms = self.spectrum.sample_norms(part, (size,), d, generator)
+            draws[name] = (directions * norms.unsqueeze(-1)).mT
         return draws
 
     # ------------------------------------------------------------------ features
@@ -135,3 +160,16 @@ class SignedRandomFeatures(SignedFeatureMap):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, spectrum={self.spectrum!r}, sampler={self.sampler!r}"
+
+
+def _orthogonal_directions(existing: Tensor, size: int, generator: torch.Generator) -> Tensor:
+    """``size`` rows (a multiple of ``d``) of stacked Haar blocks that continue the ``existing`` unit rows: their
+    partial last block is completed in its orthogonal complement, then fresh blocks follow."""
+    d = existing.size(-1)
+    partial = existing.size(0) % d
+    blocks = [existing]
+    if partial:
+        blocks.append(complete_orthonormal_rows(existing[existing.size(0) - partial :], generator))
+    fresh = (size - existing.size(0) - (d - partial if partial else 0)) // d
+    blocks.append(haar_orthogonal((fresh,), d, generator=generator).reshape(fresh * d, d))
+    return torch.cat(blocks)

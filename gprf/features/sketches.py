@@ -31,10 +31,13 @@ from torch import Tensor
 
 from gprf._checks import check_choice
 from gprf.features.base import FeatureMap
+from gprf.features.nested import chunked_units
 from gprf.features.sketch_variance import pair_statistics, sketch_variance
 from gprf.ops import fwht, next_power_of_two, pad_to_power_of_two
 
 SKETCHES = ("gaussian", "rademacher", "srht", "tensorsketch")
+# Features per chunk of a Gaussian or Rademacher stream (and the least number per chunk of a TensorSRHT stream).
+_CHUNK = 64
 
 # Complex Rademacher values {1, i, -1, -i} as (real, imaginary) pairs, indexed by a uniform phase 0..3.
 _COMPLEX_UNITS = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]], dtype=torch.float64)
@@ -78,6 +81,10 @@ class PolynomialSketch(FeatureMap):
     :meth:`variance` gives the closed forms of Wacker et al. (2024, Theorems 2, 5, 10) for every sketch except
     TensorSketch.
 
+    Every sketch but TensorSketch nests (:meth:`~gprf.features.FeatureMapBase.resized`): Gaussian and Rademacher
+    columns are read from a stream in chunks of 64, TensorSRHT blocks whole. TensorSketch hashes the inputs into
+    ``F`` buckets, so a sketch of another size shares no draws with it.
+
     References:
         * J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of
           Machine Learning Research, 2024 (arXiv:2201.08712).
@@ -119,29 +126,59 @@ class PolynomialSketch(FeatureMap):
         # The sketch sees [sqrt(bias), x]; with bias 0 the extra coordinate would only cost work.
         self.sketch_dim = input_dim + (1 if self.bias > 0 else 0)
         self.padded_dim = max(2, next_power_of_two(self.sketch_dim)) if sketch == "srht" else self.sketch_dim
-        self.num_blocks = math.ceil(num_features / self.padded_dim)
+        self._set_num_features(num_features)
+        if sketch == "tensorsketch" and self.degree > 0:
+            self.nesting_refusal = (
+                "TensorSketch hashes the inputs into num_features buckets, so sketches of different sizes share no "
+                "draws; use sketch='srht', 'rademacher' or 'gaussian' for nested draws"
+            )
+        else:
+            self.nesting_refusal = None
         self._register_draws()
+
+    def _set_num_features(self, num_features: int) -> None:
+        self.num_features = num_features
+        self.num_blocks = math.ceil(num_features / self.padded_dim)
 
     # ------------------------------------------------------------------ draws
     def _draw(self, generator: torch.Generator) -> dict[str, Tensor]:
         if self.degree == 0:
             return {}
+        if self.sketch != "tensorsketch":
+            return self._draw_streams(generator)
         batch, p, d, f = tuple(self.batch_shape), self.degree, self.sketch_dim, self.num_features
-        if self.sketch == "gaussian":
-            if self.is_complex:
-                return {"weights": torch.randn(*batch, p, d, f, 2, generator=generator, dtype=torch.float64) * 0.5**0.5}
-            return {"weights": torch.randn(*batch, p, d, f, generator=generator, dtype=torch.float64)}
-        if self.sketch == "rademacher":
-            return {"weights": _rademacher((*batch, p, d, f), generator, self.is_complex)}
-        if self.sketch == "srht":
-            shape = (*batch, self.num_blocks, p, self.padded_dim)
-            return {
-                "signs": _rademacher(shape, generator, self.is_complex),
-                "permutations": torch.rand(*shape, generator=generator, dtype=torch.float64).argsort(dim=-1),
-            }
         return {
             "hashes": torch.randint(0, f, (*batch, p, d), generator=generator),
             "signs": _rademacher((*batch, p, d), generator, False),
+        }
+
+    def _stream_units(self) -> int:
+        """Columns (Gaussian, Rademacher) or blocks of ``padded_dim`` columns (TensorSRHT) read from the stream."""
+        return self.num_blocks if self.sketch == "srht" else self.num_features
+
+    def _member_stream_draws(self, segments: list[tuple[int, int]]) -> dict[str, Tensor]:
+        if self.degree == 0:
+            return {}
+        if self.sketch == "srht":
+            blocks = math.ceil(_CHUNK / self.padded_dim)
+            return chunked_units(segments, self.num_blocks, blocks, self._srht_chunk, {"signs": 0, "permutations": 0})
+        return chunked_units(segments, self.num_features, _CHUNK, self._weights_chunk, {"weights": 2})
+
+    def _weights_chunk(
+        self, generator: torch.Generator, chunk: int, head: dict[str, Tensor] | None
+    ) -> dict[str, Tensor]:
+        shape = (self.degree, self.sketch_dim, _CHUNK)
+        if self.sketch == "rademacher":
+            return {"weights": _rademacher(shape, generator, self.is_complex)}
+        if self.is_complex:
+            return {"weights": torch.randn(*shape, 2, generator=generator, dtype=torch.float64) * 0.5**0.5}
+        return {"weights": torch.randn(*shape, generator=generator, dtype=torch.float64)}
+
+    def _srht_chunk(self, generator: torch.Generator, chunk: int, head: dict[str, Tensor] | None) -> dict[str, Tensor]:
+        shape = (math.ceil(_CHUNK / self.padded_dim), self.degree, self.padded_dim)
+        return {
+            "signs": _rademacher(shape, generator, self.is_complex),
+            "permutations": torch.rand(*shape, generator=generator, dtype=torch.float64).argsort(dim=-1),
         }
 
     # ------------------------------------------------------------------ features
