@@ -13,6 +13,7 @@ standardised units), training and cold prediction seconds, steps and learned noi
 from __future__ import annotations
 
 import argparse
+import textwrap
 
 import torch
 
@@ -245,10 +246,10 @@ def render_regression(result: dict) -> list[str]:
                 ]
             )
         lines.append(format_table(headers, rows))
-    lines += [
-        "",
+    note = (
         "mean: the predict-the-training-mean baseline N(0, 1). train_s: the training clock (checkpoint evaluations "
         "excluded; the last step may overshoot the budget). predict_s: mean and variance at the test points, caches "
-        "cleared first. steps: optimiser steps (SVGP: minibatches; gprf: recipe steps, '-' when not reported).",
-    ]
-    return lines
+        "cleared first. steps: optimiser steps (SVGP: minibatches; gprf: the recipe's tuning steps and stage ends, "
+        "'-' when it does not report them)."
+    )
+    return [*lines, "", textwrap.fill(note, width=110)]

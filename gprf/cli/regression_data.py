@@ -47,15 +47,16 @@ def load_npz(path: str | Path) -> Dataset:
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as arrays:
-            missing = [key for key in ("x", "y") if key not in arrays.files]
-            if missing:
-                raise CLIError(
-                    f"argument --data-dir: {path.name} lacks array(s) {', '.join(missing)}; it needs x of shape (n, d) "
-                    f"and y of shape (n,) (it has {', '.join(arrays.files) or 'none'})"
-                )
-            x, y = np.asarray(arrays["x"], dtype=np.float64), np.asarray(arrays["y"], dtype=np.float64)
+            names = arrays.files
+            x, y = (np.asarray(arrays[key], dtype=np.float64) if key in names else None for key in ("x", "y"))
     except (OSError, ValueError) as err:
         raise CLIError(f"argument --data-dir: cannot read {path.name} as an .npz file: {err}") from None
+    if x is None or y is None:
+        missing = ", ".join(key for key, array in (("x", x), ("y", y)) if array is None)
+        raise CLIError(
+            f"argument --data-dir: {path.name} lacks array(s) {missing}; it needs x of shape (n, d) and y of shape "
+            f"(n,) (it has {', '.join(names) or 'none'})"
+        )
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     if x.ndim == 1:

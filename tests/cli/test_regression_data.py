@@ -85,7 +85,8 @@ def test_npz_without_matching_x_and_y_is_a_clear_error(tmp_path, arrays, message
     np.savez(tmp_path / "d.npz", **arrays)
     with pytest.raises(CLIError) as err:
         load_npz(tmp_path / "d.npz")
-    assert message in str(err.value) and "it needs x of shape (n, d)" in str(err.value)
+    assert str(err.value).startswith("argument --data-dir: d.npz ") and message in str(err.value)
+    assert "it needs x of shape (n, d)" in str(err.value) and "cannot read" not in str(err.value)
 
 
 def test_subsample_is_seeded_distinct_rows_in_order():
