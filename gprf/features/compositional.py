@@ -36,8 +36,11 @@ import torch
 from torch import Tensor
 
 from gprf.features.base import FeatureMap
+from gprf.features.nested import member_segments, next_draw_version, stream_generator
 from gprf.features.skeleton import Skeleton
 
+# Features per chunk of the stream of a map without de-duplication.
+_CHUNK = 64
 # Atom kinds (values of the ``atom_kind`` buffer); padding atoms (batch members with fewer atoms) evaluate to 1.
 _LINEAR, _GAUSSIAN, _PADDING = 0, 1, 2
 
@@ -107,6 +110,13 @@ class CompositionalFeatures(FeatureMap):
         self.skeleton = skeleton
         self.deduplicate = bool(deduplicate)
         self.max_draws = 100 * num_features + 10000 if max_draws is None else max_draws
+        self.nesting_refusal = (
+            "with deduplicate=True the columns are weighted by how often each monomial occurs among all draws made "
+            "until the (F+1)-th distinct one, so the weights of a smaller map are not those of a larger one; use "
+            "deduplicate=False for nested draws"
+            if self.deduplicate
+            else None
+        )
         self._build_tables()
         self._register_draws()
 
@@ -198,18 +208,18 @@ class CompositionalFeatures(FeatureMap):
         return [tuple(sorted(g)) for g in grouped]
 
     def _draw_member(self, generator: torch.Generator) -> dict[str, Tensor]:
-        """Columns of one batch member: draw (until ``F`` distinct monomials, if deduplicating) and merge."""
+        """Columns of one batch member of a de-duplicating map: draw until ``F`` distinct monomials and merge."""
         target = self.num_features
         chunks: list[_Draws] = []
         columns: dict[tuple[int, ...], int] = {}  # monomial -> column
         representative: list[tuple[int, int]] = []  # column -> (chunk, path)
         counts: list[int] = []
-        total = repeated = 0
+        total = 0
         gaussian_atoms = 0
         done = False
         while not done:
             if total >= self.max_draws:
-                if self.deduplicate and len(representative) == target:
+                if len(representative) == target:
                     break  # every possible monomial is a column: a fixed number of draws, T = max_draws
                 raise ValueError(
                     f"CompositionalFeatures: only {len(representative)} distinct monomials after {total} draws, fewer "
@@ -217,8 +227,8 @@ class CompositionalFeatures(FeatureMap):
                     "lower num_features or pass deduplicate=False."
                 )
             remaining = target - len(representative)
-            # Without de-duplication every draw is a column; with it, chunks grow geometrically.
-            size = remaining if not self.deduplicate else min(max(64, 2 * remaining, total), self.max_draws - total)
+            # Chunks grow geometrically.
+            size = min(max(64, 2 * remaining, total), self.max_draws - total)
             draws = self._sample_paths(size, generator)
             gaussian = self._is_gaussian[draws.leaf_node]
             keys = self._monomial_keys(draws, size, gaussian, gaussian_atoms)
@@ -226,23 +236,19 @@ class CompositionalFeatures(FeatureMap):
             chunks.append(draws)
             for p, key in enumerate(keys):
                 column = columns.get(key)
-                if self.deduplicate and column is not None:
+                if column is not None:
                     counts[column] += 1
                     total += 1
                     continue
                 if len(representative) == target:  # the draw would add an (F+1)-th distinct monomial: stop before it
                     done = True
                     break
-                repeated += column is not None
-                columns.setdefault(key, len(representative))
+                columns[key] = len(representative)
                 representative.append((len(chunks) - 1, p))
                 counts.append(1)
                 total += 1
-                if not self.deduplicate and len(representative) == target:
-                    done = True
-                    break
         weights = torch.tensor(counts, dtype=torch.float64) / total
-        return self._columns(chunks, representative, weights.sqrt(), total, repeated)
+        return self._columns(chunks, representative, weights.sqrt(), total, 0)
 
     def _columns(self, chunks, representative, weights, total, repeated) -> dict[str, Tensor]:
         """Flat atom/entry tensors of the chosen representative paths (atoms grouped by column)."""
@@ -283,7 +289,47 @@ class CompositionalFeatures(FeatureMap):
         }
 
     def _draw(self, generator: torch.Generator) -> dict[str, Tensor]:
-        members = [self._draw_member(generator) for _ in range(max(1, self.batch_shape.numel()))]
+        if not self.deduplicate:
+            return self._draw_streams(generator)
+        return self._stack_members([self._draw_member(generator) for _ in range(max(1, self.batch_shape.numel()))])
+
+    # ------------------------------------------------------------ nested draws (deduplicate=False)
+    def _stream_units(self) -> int:
+        """Features (sampled paths) read from the stream: ``num_features``."""
+        return self.num_features
+
+    def _stream_draws(self) -> dict[str, Tensor]:
+        return self._stack_members(
+            [self._member_stream_draws(segments) for segments in member_segments(self.draw_streams)]
+        )
+
+    def _member_stream_draws(self, segments: list[tuple[int, int]]) -> dict[str, Tensor]:
+        """The first ``num_features`` paths of the stream, ``_CHUNK`` paths per chunk, one column each."""
+        target = self.num_features
+        chunks: list[_Draws] = []
+        representative: list[tuple[int, int]] = []
+        seen: set[tuple[int, ...]] = set()
+        repeated = gaussian_atoms = 0
+        for chunk in range(math.ceil(target / _CHUNK)):
+            first, last = chunk * _CHUNK, min((chunk + 1) * _CHUNK, target)
+            for index, (start, seed) in enumerate(segments):
+                stop = segments[index + 1][0] if index + 1 < len(segments) else target
+                low, high = max(start, first), min(stop, last)
+                if low >= high:
+                    continue
+                draws = self._sample_paths(_CHUNK, stream_generator(seed, chunk))
+                gaussian = self._is_gaussian[draws.leaf_node]
+                keys = self._monomial_keys(draws, _CHUNK, gaussian, gaussian_atoms)
+                gaussian_atoms += int(gaussian.sum())
+                chunks.append(draws)
+                for path in range(low - first, high - first):
+                    repeated += keys[path] in seen
+                    seen.add(keys[path])
+                    representative.append((len(chunks) - 1, path))
+        weights = torch.full((target,), 1.0 / target, dtype=torch.float64).sqrt()
+        return self._columns(chunks, representative, weights, target, repeated)
+
+    def _stack_members(self, members: list[dict[str, Tensor]]) -> dict[str, Tensor]:
         return {
             name: _pad_and_stack([m[name] for m in members], name).reshape((*self.batch_shape, *_tail(members, name)))
             for name in members[0]
@@ -298,7 +344,7 @@ class CompositionalFeatures(FeatureMap):
         dtype = self.feature_weight.dtype
         for name, value in self._draw(self._generator(generator)).items():
             setattr(self, name, value.to(device=device, dtype=dtype if value.is_floating_point() else value.dtype))
-        self.draw_version += 1
+        self.draw_version = next_draw_version()
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
         for name in self._random_buffer_names:

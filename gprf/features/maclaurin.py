@@ -27,6 +27,7 @@ from gprf.features.maclaurin_allocation import (
     maclaurin_coefficients,
     resolve_maclaurin_arguments,
 )
+from gprf.features.nested import next_draw_version
 from gprf.features.sketches import PolynomialSketch
 
 ALLOCATION_MODES = ("optimized", "random")
@@ -72,6 +73,13 @@ class MaclaurinFeatures(FeatureMap):
         * J. Wacker, M. Filippone. *Local Random Feature Approximations of the Gaussian Kernel.* Procedia Computer
           Science (KES), 2022 (arXiv:2204.05667).
     """
+
+    nesting_refusal = (
+        "its features are split over degrees by an allocation of num_features - 1 (optimized, fixed, or for "
+        "allocation='random' drawn for all F - 1 features at once and stored only as counts per degree), so a map "
+        "of another size has another split; resize a PolynomialSketch or RandomFourierFeatures instead, or build "
+        "a MaclaurinFeatures map of the new size"
+    )
 
     def __init__(
         self,
@@ -200,7 +208,7 @@ class MaclaurinFeatures(FeatureMap):
                 scale *= math.sqrt(count / (self._degree_probability(n) * (self.num_features - 1)))
             scales.append(scale)
         self.degree_scales = torch.tensor(scales, dtype=dtype, device=device)
-        self.draw_version += 1
+        self.draw_version = next_draw_version()
 
     @property
     def counts(self) -> list[int]:

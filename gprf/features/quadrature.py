@@ -129,6 +129,12 @@ class QuadratureFeatures(FeatureMap):
         seed: Seed of the draws (``None``: seeded from the global RNG).
     """
 
+    nesting_refusal = (
+        "its features come in whole quadrature rules (2 * (input_dim + 1) features each, with radii stratified "
+        "within a rule), so num_features is not free; build a map with another num_rules, or use "
+        "RandomFourierFeatures(sampler='orthogonal') for nested draws"
+    )
+
     def __init__(
         self,
         input_dim: int,

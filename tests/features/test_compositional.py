@@ -68,11 +68,12 @@ def test_deduplication_fewer_repeats_lower_error(float64):
         repeats[dedup] = features.num_repeated.double()
         assert bool((features.num_draws >= 128).all())
     assert float(repeats[True].max()) == 0 and float(repeats[False].mean()) > 10
-    # Mean squared Frobenius error over 40 independent draws, compared with a 5-sigma margin of the difference.
-    diff = errors[False] - errors[True]
+    # The log of the squared Frobenius error over 40 independent draws (the squared error itself is heavy-tailed:
+    # a few draws dominate its mean), compared with a 5-sigma margin of the difference.
+    diff = errors[False].log() - errors[True].log()
     assert float(diff.mean()) > Z * float(diff.std()) / math.sqrt(diff.numel()), (
-        errors[False].mean(),
-        errors[True].mean(),
+        errors[False].median(),
+        errors[True].median(),
     )
 
 
