@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from gpytorch.kernels import Kernel
@@ -74,6 +76,33 @@ class FeatureMapOwner(ABC):
     def resample_features(self, generator: torch.Generator | None = None) -> None:
         """Redraw the random features in place (see :meth:`gprf.features.FeatureMapBase.resample`)."""
         self.feature_map.resample(generator)
+
+    def resize_features(self, num_features: int, generator: torch.Generator | None = None):
+        """Replace the feature map by ``feature_map.resized(num_features, generator)``, in place; returns ``self``.
+
+        The smaller map's draws are a prefix of the larger map's (see
+        :meth:`gprf.features.FeatureMapBase.resized`); the hyperparameters are untouched, so a kernel tuned with
+        few features conditions with many on the same hyperparameters. Raises ``NotImplementedError`` for maps
+        whose draws cannot nest.
+        """
+        self.feature_map = self.feature_map.resized(num_features, generator)
+        return self
+
+    @contextmanager
+    def features_resized(self, num_features: int, generator: torch.Generator | None = None) -> Iterator:
+        """Within the block, the kernel uses ``feature_map.resized(num_features, generator)``; afterwards (also
+        after an exception) the original map object is back.
+
+        Example:
+            >>> with model.covar_module.base_kernel.features_resized(64):
+            ...     loss = -mll(model(train_x), train_y)  # a training step with 64 of the features
+        """
+        original = self.feature_map
+        self.feature_map = original.resized(num_features, generator)
+        try:
+            yield self
+        finally:
+            self.feature_map = original
 
     def share_features(self):
         """Use one feature draw (batch member 0's) for every batch member, in place; returns ``self``.

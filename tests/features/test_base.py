@@ -500,6 +500,16 @@ MAP_CASES = {
             Skeleton.fully_connected(MAP_DIM, 2, "relu", base_kernel="gaussian"), 16, batch_shape=batch_shape, seed=seed
         ),
     ),
+    "compositional-plain": (
+        CompositionalFeatures,
+        lambda batch_shape, seed: CompositionalFeatures(
+            Skeleton.fully_connected(MAP_DIM, 1, "exponential", base_kernel="gaussian"),
+            16,
+            deduplicate=False,
+            batch_shape=batch_shape,
+            seed=seed,
+        ),
+    ),
     "signed-iid": (
         SignedRandomFeatures,
         lambda batch_shape, seed: SignedRandomFeatures(
@@ -673,3 +683,112 @@ def test_contract_expanded_draws_refuse_to_resample(case):
     _assert_roots_equal([r[0] for r in roots], [r[2] for r in roots], rtol=1e-12, atol=1e-12)
     with pytest.raises(RuntimeError, match="batch_expand"):
         expanded.resample(torch.Generator().manual_seed(1))
+
+
+# ---------------------------------------------------------------------------------------- nested draws (resized)
+# Quadrature rules, TensorSketch's hashes, Maclaurin allocations and de-duplicated weights depend on the number of
+# features.
+NOT_NESTED = {
+    "compositional",
+    "quadrature-haar",
+    "quadrature-butterfly-arccos1",
+    "sketch-tensorsketch",
+    "maclaurin-gaussian",
+    "maclaurin-random-complex",
+}
+
+
+def _resizes(feature_map: FeatureMapBase) -> tuple[int, int]:
+    """A smaller and a larger valid size (random Fourier features need an even number)."""
+    f = feature_map.num_features
+    return max(2, f // 4 * 2), 2 * f + 6
+
+
+@pytest.mark.parametrize("case", MAP_CASES)
+def test_contract_resized_nests_or_refuses_clearly(case):
+    feature_map = _map(case, batch_shape=(2,), seed=7)
+    if case in NOT_NESTED:
+        with pytest.raises(NotImplementedError, match=rf"{type(feature_map).__name__} cannot be resized: .*; "):
+            feature_map.resized(4)
+        return
+    draws, version = {name: draw.clone() for name, draw in all_draws(feature_map).items()}, feature_map.draw_version
+    small, large = _resizes(feature_map)
+    shrunk = feature_map.resized(small)
+    grown = feature_map.resized(large)
+    assert (shrunk.num_features, grown.num_features) == (small, large)
+    # The original is unchanged; every resized map is a new draw with a version of its own.
+    for name, draw in all_draws(feature_map).items():
+        assert torch.equal(draw, draws[name]), name
+    assert feature_map.draw_version == version
+    assert len({version, shrunk.draw_version, grown.draw_version}) == 3
+    # Shrinking then growing back (and growing then shrinking back) returns the draws bit for bit.
+    for back in (shrunk.resized(feature_map.num_features), grown.resized(feature_map.num_features)):
+        for name, draw in all_draws(back).items():
+            assert torch.equal(draw, draws[name]), name
+    # Same configuration, batch shape and dtype; the new size's roots.
+    x = _map_inputs()
+    for resized, size in ((shrunk, small), (grown, large)):
+        assert type(resized) is type(feature_map) and resized.batch_shape == feature_map.batch_shape
+        assert all(draw.dtype == draws[name].dtype for name, draw in all_draws(resized).items())
+        expected_dim = feature_map.root_dim * size // feature_map.num_features
+        assert all(root.shape == (2, 6, expected_dim) for root in real_roots(resized, x))
+
+
+@pytest.mark.parametrize("case", sorted(set(MAP_CASES) - NOT_NESTED))
+def test_contract_resized_with_a_generator_appends_an_independent_continuation(case):
+    feature_map = _map(case, seed=7)
+    large = 2 * feature_map.num_features + 6
+    default, other = feature_map.resized(large), feature_map.resized(large, torch.Generator().manual_seed(3))
+    again = feature_map.resized(large, torch.Generator().manual_seed(3))
+    x = _map_inputs()
+    assert _roots_differ(real_roots(default, x), real_roots(other, x))
+    _assert_roots_equal(real_roots(other, x), real_roots(again, x))
+    # Back to the original size: the original draws, whatever continued them.
+    _assert_roots_equal(real_roots(other.resized(feature_map.num_features), x), real_roots(feature_map, x))
+
+
+@pytest.mark.parametrize("case", sorted(set(MAP_CASES) - NOT_NESTED))
+def test_contract_resized_map_round_trips_state_dict_and_pickle(case):
+    feature_map = _map(case, batch_shape=(2,), seed=7)
+    grown = feature_map.resized(2 * feature_map.num_features + 6, torch.Generator().manual_seed(1))
+    x = _map_inputs()
+    fresh = _map(case, batch_shape=(2,), seed=8).resized(grown.num_features)
+    assert _roots_differ(real_roots(fresh, x), real_roots(grown, x))
+    fresh.load_state_dict(grown.state_dict())  # a stream with two segments into one with one
+    _assert_roots_equal(real_roots(fresh, x), real_roots(grown, x))
+    # The loaded stream continues like the original.
+    _assert_roots_equal(
+        real_roots(fresh.resized(4 * feature_map.num_features), x),
+        real_roots(grown.resized(4 * feature_map.num_features), x),
+    )
+    clone = pickle.loads(pickle.dumps(grown))
+    _assert_roots_equal(real_roots(clone.resized(feature_map.num_features), x), real_roots(feature_map, x))
+
+
+@pytest.mark.parametrize("case", sorted(set(MAP_CASES) - NOT_NESTED))
+def test_contract_resized_float32_map_keeps_its_dtype_and_prefix(case):
+    single = _map(case, dtype=torch.float32, seed=7)
+    back = single.resized(2 * single.num_features + 6).resized(single.num_features)
+    for name, draw in all_draws(back).items():
+        assert torch.equal(draw, all_draws(single)[name]), name
+        assert draw.dtype == all_draws(single)[name].dtype
+
+
+def test_resized_refuses_bad_sizes_and_expanded_draws():
+    feature_map = _build("iid", batch_shape=(2,))
+    with pytest.raises(ValueError, match="num_features"):
+        feature_map.resized(0)
+    with pytest.raises(ValueError, match="even"):
+        feature_map.resized(7)
+    with pytest.raises(RuntimeError, match="resized: the draws were expanded"):
+        _build("iid").batch_expand(torch.Size([3])).resized(4)
+
+
+def test_draw_versions_are_unique_across_maps():
+    first, second = _build("iid", seed=0), _build("iid", seed=0)
+    assert first.draw_version != second.draw_version  # equal draws, but separate draw events
+    versions = [first.draw_version, second.draw_version]
+    first.resample()
+    second.load_state_dict(first.state_dict())
+    versions += [first.draw_version, second.draw_version, first.resized(4).draw_version]
+    assert versions == sorted(versions) and len(set(versions)) == len(versions)
