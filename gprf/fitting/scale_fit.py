@@ -31,10 +31,11 @@ from gprf.linalg import feature_root
 
 # Elements of one chunk of features (rows x F); 2^23 float64 values are 64 MiB.
 _CHUNK_ELEMENTS = 2**23
-# L-BFGS stops when the largest gradient entry of the summed log marginal likelihood per point falls below this, or
-# when a step changes it by less than _TOLERANCE_CHANGE (values are O(1) per point: float64 resolves ~1e-15).
+# L-BFGS stops when the largest gradient entry of the summed objective (O(1) per point, in float64) falls below this.
+# Iterations cost O(F), so it runs to the gradient criterion (or max_iter), not to a small change of the value, which
+# near the optimum falls below float64 resolution (change ~ gradient^2 / curvature) long before the gradient is small.
 _TOLERANCE_GRAD = 1e-10
-_TOLERANCE_CHANGE = 1e-14
+_TOLERANCE_CHANGE = 0.0
 
 
 @dataclass(frozen=True)
@@ -42,9 +43,9 @@ class ScaleFitResult:
     r"""What :func:`fit_scale_hyperparameters` did, for progress reporting.
 
     Attributes:
-        mll_before: The objective before the fit, ``(*batch)``: :math:`\log p(y)/N` plus the log priors of the
-            outputscale, noise and constant (GPyTorch's ``ExactMarginalLogLikelihood`` without the priors of other
-            parameters).
+        mll_before: The objective before the fit, ``(*batch)``: :math:`\log p(y)` plus the log priors of the
+            outputscale, noise and constant, divided by :math:`N` (GPyTorch's ``ExactMarginalLogLikelihood`` without
+            the priors of other parameters).
         mll_after: The same after the fit, at the values written into the model.
         outputscale: The fitted ``ScaleKernel`` outputscale, or ``None`` without a ``ScaleKernel``.
         noise: The fitted noise variance (the likelihood's ``noise``).
@@ -86,7 +87,8 @@ class _ScalePriors(torch.nn.Module):
 
     def __init__(self, owners: dict[str, torch.nn.Module], priors: list[tuple[torch.nn.Module, Prior, object]]):
         super().__init__()
-        self.owners = torch.nn.ModuleDict(owners)
+        for name, module in owners.items():
+            self.add_module(name, module)  # parameters named "<owner>.<raw name>" for functional_call
         self.priors = priors
 
     def forward(self, batch_ndim: int) -> Tensor | float:
@@ -213,10 +215,11 @@ def fit_scale_hyperparameters(
     reduced to :class:`~gprf.fitting.ScaleStatistics` (:math:`O(NF^2 + F^3)` once), and the objective
 
     .. math::
-        \mathcal L(s, \sigma^2, c) = \tfrac1N \log N\big(y \mid c\mathbf 1 + m_0,\ s\Phi\Phi^\top + \sigma^2 I\big)
-        + \log p(s) + \log p(\sigma^2) + \log p(c)
+        \mathcal L(s, \sigma^2, c) = \tfrac1N \Big(\log N\big(y \mid c\mathbf 1 + m_0,\ s\Phi\Phi^\top + \sigma^2 I\big)
+        + \log p(s) + \log p(\sigma^2) + \log p(c)\Big)
 
-    (GPyTorch's ``ExactMarginalLogLikelihood`` with the priors the model registers on these parameters) is
+    (GPyTorch's ``ExactMarginalLogLikelihood``, which divides the priors by :math:`N` too, with the priors the model
+    registers on these parameters) is
     maximised by L-BFGS with strong-Wolfe line search at :math:`O(F)` per evaluation, over the *raw* parameters
     through their constraints' transforms (so bounds such as the noise's ``GreaterThan`` hold exactly). Batch
     members (BoTorch's output batch) are fitted together.
@@ -317,7 +320,8 @@ def _optimize(
         effective = outputscale if fixed is None else outputscale * fixed
         value = statistics.log_marginal_likelihood(effective, noise, 0.0 if constant is None else constant)
         if parameters.priors.priors:  # a profiled constant has no prior
-            value = value + torch.func.functional_call(parameters.priors, raw, (len(batch_shape),))
+            log_prior = torch.func.functional_call(parameters.priors, raw, (len(batch_shape),))
+            value = value + log_prior / statistics.num_data
         return value
 
     with torch.no_grad():

@@ -169,8 +169,8 @@ class ScaleStatistics:
         :math:`c` (tensors broadcasting to the batch shape), ``(*batch)``, in :math:`O(F)`.
 
         Divided by :math:`N` as GPyTorch's ``ExactMarginalLogLikelihood`` reports it (which adds the log priors
-        of the model's parameters; :func:`gprf.fitting.fit_scale_hyperparameters` adds those of :math:`s`,
-        :math:`\sigma^2` and :math:`c`). Differentiable in all three.
+        of the model's parameters before dividing; :func:`gprf.fitting.fit_scale_hyperparameters` adds those of
+        :math:`s`, :math:`\sigma^2` and :math:`c`). Differentiable in all three.
         """
         dtype = self.eigenvalues.dtype
         outputscale, noise = torch.as_tensor(outputscale, dtype=dtype), torch.as_tensor(noise, dtype=dtype)
