@@ -337,3 +337,68 @@ def test_structured_is_asymptotically_unbiased(kernel):
     feature_map = _rff(dim, 2 * dim, kernel, "structured", batch_shape=(draws_count,), seed=4200)
     draws = _estimates(feature_map, x, y)
     assert bool(_mean_within(draws, feature_map.expected_kernel(x, y)).all())
+
+
+# ---------------------------------------------------------------------------------------- nested draws
+@pytest.mark.parametrize("sampler", ["iid", "orthogonal", "qmc"])
+@pytest.mark.parametrize("kernel", ["rbf", "matern32"])
+def test_resized_frequencies_are_prefixes_and_features_rescale(sampler, kernel):
+    feature_map = _rff(5, 40, kernel, sampler, batch_shape=(2,), seed=1)
+    small, large = feature_map.resized(14), feature_map.resized(150)
+    assert torch.equal(small.frequencies, feature_map.frequencies[..., :7])
+    assert torch.equal(large.frequencies[..., :20], feature_map.frequencies)
+    # Features: the leading cosines and sines, with the normalisation 1/sqrt(m) of the new size.
+    x = torch.randn(6, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    cos_sin = feature_map(x).unflatten(-1, (2, 20)) * math.sqrt(20)
+    torch.testing.assert_close(small(x).unflatten(-1, (2, 7)) * math.sqrt(7), cos_sin[..., :7], rtol=0, atol=1e-14)
+
+
+def test_resized_structured_map_keeps_whole_blocks():
+    feature_map = _rff(5, 40, "rbf", "structured", seed=1)  # 20 frequencies: three blocks of 8
+    small, large = feature_map.resized(14), feature_map.resized(100)
+    assert (small.num_blocks, large.num_blocks) == (1, 7)
+    assert torch.equal(small.signs, feature_map.signs[:1]) and torch.equal(small.radii, feature_map.radii[:1])
+    assert torch.equal(large.signs[:3], feature_map.signs) and torch.equal(large.radii[:3], feature_map.radii)
+    x = torch.randn(6, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    assert torch.equal(large.projections(x)[..., :20], feature_map.projections(x))
+
+
+def test_resized_qmc_map_continues_the_scrambled_sobol_sequence():
+    # A map grown from 3 to 40 frequencies holds the points of one scrambled Sobol sequence: equal to a direct
+    # draw of the longer map from the same stream, and marginally normal (the continuation is not a new sequence).
+    direct = _rff(4, 80, "rbf", "qmc", seed=2)
+    grown = direct.resized(6).resized(80)
+    assert torch.equal(grown.frequencies, direct.frequencies)
+    u = torch.special.ndtr(direct.frequencies)  # the Sobol points in (0, 1)^d
+    # A scrambled Sobol sequence of 40 points has every coordinate stratified: one point in each of 32 equal bins.
+    bins = (u[:, :32] * 32).floor().sort(dim=-1).values
+    assert torch.equal(bins, torch.arange(32, dtype=torch.float64).expand(4, 32))
+
+
+@pytest.mark.parametrize("start", [3, 5, 7])
+def test_grown_orthogonal_blocks_are_completed_orthogonally(start):
+    # 5-dimensional blocks: growing from `start` frequencies completes the partial block, from a new stream too.
+    feature_map = _rff(5, 2 * start, "matern52", "orthogonal", seed=3)
+    for generator in (None, torch.Generator().manual_seed(4)):
+        grown = feature_map.resized(2 * 23, generator)
+        rows = grown.frequencies.mT
+        assert torch.equal(rows[:start], feature_map.frequencies.mT)
+        directions = rows / rows.norm(dim=-1, keepdim=True)
+        for block in directions[:20].split(5):
+            torch.testing.assert_close(block @ block.mT, torch.eye(5, dtype=torch.float64), rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("sampler", ["iid", "orthogonal"])
+def test_grown_maps_stay_unbiased(sampler):
+    # 2000 independent maps of 2 frequencies grown to 8 with fresh generators (so the completion of the partial
+    # orthogonal block is exercised): the mean estimate of k at three distances is within Z standard errors of k.
+    # The standard error is the closed-form iid variance over 2000 maps (orthogonal rows only lower it).
+    d, num_maps = 3, 2000
+    base = _rff(d, 4, "rbf", sampler, batch_shape=(num_maps,), seed=5)
+    grown = base.resized(16, torch.Generator().manual_seed(6))
+    x = torch.zeros(3, d, dtype=torch.float64)
+    y = torch.tensor([[0.3, 0.0, 0.0], [0.0, 1.0, 0.5], [1.5, -1.0, 0.2]], dtype=torch.float64)
+    estimates = (grown(x) * grown(y)).sum(-1)  # (maps, 3)
+    exact = grown.expected_kernel(x, y)
+    iid_variance = _rff(d, 16, "rbf", "iid").variance(x, y)
+    assert bool(((estimates.mean(0) - exact).abs() < Z * (iid_variance / num_maps).sqrt()).all())

@@ -687,3 +687,29 @@ def test_unknown_variance_part_is_rejected():
     x = _inputs(2)
     with pytest.raises(ValueError, match="part"):
         _build(("gaussian", True)).variance(x, x, part="imag")
+
+
+# ---------------------------------------------------------------------------------------- nested draws
+@pytest.mark.parametrize("sketch", ["gaussian", "rademacher", "srht"])
+@pytest.mark.parametrize("complex_", [False, True])
+def test_resized_sketches_hold_the_leading_columns(sketch, complex_):
+    feature_map = _sketch(3, 40, 3, sketch, complex=complex_, bias=0.5, batch_shape=(2,), seed=1)
+    small, large = feature_map.resized(7), feature_map.resized(150)
+    x = torch.randn(5, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    # Features are the product projections divided by sqrt(F): the leading columns, renormalised, bit for bit
+    # up to the one rounding of the scaling.
+    scaled = feature_map(x) * math.sqrt(40)
+    torch.testing.assert_close(small(x) * math.sqrt(7), scaled[..., :7], rtol=1e-15, atol=1e-14)
+    torch.testing.assert_close(large(x)[..., :40] * math.sqrt(150), scaled, rtol=1e-15, atol=1e-14)
+    if sketch == "srht":  # whole blocks of 4 columns
+        assert torch.equal(small.signs, feature_map.signs[:, :2]) and torch.equal(
+            large.signs[:, :10], feature_map.signs
+        )
+    else:
+        assert torch.equal(small.weights, feature_map.weights[:, :, :, :7])
+        assert torch.equal(large.weights[:, :, :, :40], feature_map.weights)
+
+
+def test_tensorsketch_cannot_be_resized():
+    with pytest.raises(NotImplementedError, match="TensorSketch hashes the inputs into num_features buckets.*srht"):
+        PolynomialSketch(3, 16, 2, "tensorsketch", seed=0).resized(8)
