@@ -83,6 +83,9 @@ class FeatureMapBase(torch.nn.Module, ABC):
     def _register_draws(self, generator: torch.Generator | None = None) -> None:
         """Create the random buffers; call once at the end of a subclass ``__init__``."""
         dtype = torch.get_default_dtype()
+        # The precision the draws were rounded to: resized maps round their draws alike, so that a map built in
+        # float32 and converted to float64 keeps its (rounded) prefix bit for bit.
+        self.draw_dtype = dtype
         for name, value in self._draw(self._generator(generator)).items():
             self.register_buffer(name, value.to(dtype) if value.is_floating_point() else value)
             self._random_buffer_names.append(name)
@@ -96,7 +99,10 @@ class FeatureMapBase(torch.nn.Module, ABC):
         """
         self._refuse_if_expanded()
         for name, value in self._draw(self._generator(generator)).items():
-            getattr(self, name).copy_(value)
+            buffer = getattr(self, name)
+            buffer.copy_(value)
+            if buffer.is_floating_point():
+                self.draw_dtype = buffer.dtype
         self.draw_version = next_draw_version()
 
     def _refuse_if_expanded(self, operation: str = "resample") -> None:
@@ -171,6 +177,9 @@ class FeatureMapBase(torch.nn.Module, ABC):
           the same scrambled Sobol sequence for QMC. It is a draw of the larger map: for the default generator,
           exactly the map a construction (or :meth:`resample`) with this map's stream would give at that size.
 
+        The draws are rounded to the precision the map drew them in (``draw_dtype``) before taking the buffers'
+        dtype, so a map built in float32 and converted with ``.double()`` keeps its prefix bit for bit.
+
         Without ``generator`` every resize reads the same stream, so shrinking and growing back returns the
         original draws bit for bit, seeded or not. With ``generator``, the units beyond this map's size come
         from a new stream seeded from it (an independent continuation; shrinking below this size and growing
@@ -192,8 +201,9 @@ class FeatureMapBase(torch.nn.Module, ABC):
             new.draw_streams = torch.cat([self.draw_streams[..., :kept_count, :], fresh], dim=-2)
         for name, value in new._stream_draws().items():
             current = getattr(new, name)
-            dtype = current.dtype if value.is_floating_point() else value.dtype
-            setattr(new, name, value.to(device=current.device, dtype=dtype))
+            if value.is_floating_point():
+                value = value.to(self.draw_dtype).to(current.dtype)
+            setattr(new, name, value.to(current.device))
         new.draw_version = next_draw_version()
         return new
 

@@ -344,6 +344,7 @@ class CompositionalFeatures(FeatureMap):
         dtype = self.feature_weight.dtype
         for name, value in self._draw(self._generator(generator)).items():
             setattr(self, name, value.to(device=device, dtype=dtype if value.is_floating_point() else value.dtype))
+        self.draw_dtype = dtype
         self.draw_version = next_draw_version()
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:

@@ -4,6 +4,9 @@ indexing and expansion that keep the draws aligned, and the device and dtype of 
 
 from __future__ import annotations
 
+import pickle
+
+import gpytorch
 import pytest
 import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
@@ -129,3 +132,94 @@ def test_expanding_a_batch_expands_the_draws(x64):
     expanded = batched.expand_batch(torch.Size([4, 2]))
     assert expanded.feature_map.batch_shape == torch.Size([4, 2])
     torch.testing.assert_close(expanded(x64).to_dense(), batched(x64).to_dense().expand(4, 2, 30, 30))
+
+
+# ---------------------------------------------------------------------------------------- nested draws
+def test_resize_features_replaces_the_map_by_a_nested_one_and_keeps_the_hyperparameters(x64):
+    kernel = RandomFourierKernel(40, num_dims=3, sampler="orthogonal", seed=0).double()
+    kernel.lengthscale = 0.7
+    original = kernel.feature_map
+    assert kernel.resize_features(12) is kernel
+    assert kernel.num_features == 12 and kernel.feature_map is not original
+    assert torch.equal(kernel.feature_map.frequencies, original.frequencies[:, :6])
+    assert float(kernel.lengthscale) == pytest.approx(0.7)
+    kernel.resize_features(40)
+    assert torch.equal(kernel.feature_map.frequencies, original.frequencies)
+    assert kernel.feature_map.draw_version != original.draw_version  # a new map object: a new version
+
+
+def test_a_resized_kernel_state_loads_into_a_fresh_kernel_of_the_new_size_and_pickles(x64):
+    kernel = RandomFourierKernel(16, num_dims=3, batch_shape=torch.Size([2]), seed=0).double()
+    kernel.resize_features(64, torch.Generator().manual_seed(5))
+    fresh = RandomFourierKernel(64, num_dims=3, batch_shape=torch.Size([2]), seed=1).double()
+    assert not torch.allclose(fresh(x64).to_dense(), kernel(x64).to_dense())
+    fresh.load_state_dict(kernel.state_dict())
+    assert torch.equal(fresh(x64).to_dense(), kernel(x64).to_dense())
+    clone = pickle.loads(pickle.dumps(kernel))
+    assert torch.equal(clone(x64).to_dense(), kernel(x64).to_dense())
+    # float32 keeps working, and the shrunk float32 kernel holds the rounded leading draws.
+    single = clone.float().resize_features(16)
+    assert single.feature_map.frequencies.dtype == torch.float32
+    assert torch.equal(single.feature_map.frequencies, kernel.feature_map.frequencies[..., :8].float())
+    torch.testing.assert_close(single(x64.float()).to_dense().double(), _kernel_16(x64), rtol=0, atol=1e-5)
+
+
+def _kernel_16(x):
+    return RandomFourierKernel(16, num_dims=3, batch_shape=torch.Size([2]), seed=0).double()(x).to_dense()
+
+
+def test_features_resized_swaps_the_map_and_restores_the_original_object(x64):
+    kernel = RandomFourierKernel(32, num_dims=3, seed=0).double()
+    original = kernel.feature_map
+    with kernel.features_resized(8) as resized:
+        assert resized is kernel and kernel.num_features == 8
+        assert torch.equal(kernel.feature_map.frequencies, original.frequencies[:, :4])
+    assert kernel.feature_map is original
+    with pytest.raises(RuntimeError, match="inside"):
+        with kernel.features_resized(8):
+            raise RuntimeError("inside")
+    assert kernel.feature_map is original
+
+
+def test_features_resized_inside_a_training_step_of_a_gp():
+    train_x = torch.rand(40, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    train_y = torch.sin(4 * train_x).sum(-1)
+    base = RandomFourierKernel(256, num_dims=2, seed=0)
+    model = _gp(train_x, train_y, ScaleKernel(base)).double()
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
+    original = base.feature_map
+    model.train()
+    with base.features_resized(16):
+        loss = -mll(model(train_x), train_y)
+        loss.backward()
+        small_loss = float(loss)
+    assert base.feature_map is original
+    assert base.raw_lengthscale.grad is not None and bool(torch.isfinite(base.raw_lengthscale.grad).all())
+    # The loss of the small map is that of a kernel built with its 16 features (the prefix of the 256).
+    reference = _gp(train_x, train_y, ScaleKernel(RandomFourierKernel(256, num_dims=2, seed=0).resize_features(16)))
+    reference = reference.double().train()
+    reference_mll = gpytorch.mlls.ExactMarginalLogLikelihood(reference.likelihood, reference)
+    assert small_loss == pytest.approx(float(-reference_mll(reference(train_x), train_y)), rel=1e-12)
+    assert float(-mll(model(train_x), train_y)) != pytest.approx(small_loss)
+
+
+def _gp(train_x, train_y, covar_module):
+    class GP(gpytorch.models.ExactGP):
+        def __init__(self):
+            super().__init__(train_x, train_y, gpytorch.likelihoods.GaussianLikelihood())
+            self.mean_module = gpytorch.means.ZeroMean()
+            self.covar_module = covar_module
+
+        def forward(self, x):
+            return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
+    return GP()
+
+
+def test_kernels_whose_maps_cannot_nest_refuse_clearly():
+    kernel = ArcCosineQuadratureKernel(2, num_dims=3, seed=0)
+    with pytest.raises(NotImplementedError, match="QuadratureFeatures cannot be resized: .*whole quadrature rules"):
+        kernel.resize_features(8)
+    with pytest.raises(NotImplementedError, match="cannot be resized"):
+        with kernel.features_resized(8):
+            pass
