@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
+from gpytorch.constraints import Interval
 from gpytorch.kernels import ScaleKernel
 from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
 from gpytorch.likelihoods.noise_models import HomoskedasticNoise
@@ -22,6 +23,7 @@ from gpytorch.means import ConstantMean, Mean, ZeroMean
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.models import ExactGP
 from gpytorch.priors import Prior
+from gpytorch.utils.transforms import inv_sigmoid, inv_softplus
 from torch import Tensor
 
 from gprf._checks import check_positive_int
@@ -201,7 +203,48 @@ def _fixed_outputscale(model: ExactGP, scale_kernel: ScaleKernel | None, inputs:
 
 
 def _raw_copy(parameter: Tensor, dtype: torch.dtype) -> Tensor:
-    return parameter.detach().to(dtype).clone().requires_grad_(True)
+    return parameter.detach().to(dtype).clone()
+
+
+class _FreeParameter:
+    r"""A raw parameter as L-BFGS sees it: an unconstrained float64 leaf :math:`u`.
+
+    With GPyTorch's default constraints the transform enforces the bounds, and :math:`u` is the raw value itself. A
+    constraint built with ``transform=None`` (as BoTorch builds them, enforcing the bounds with scipy's bounded
+    optimiser instead) leaves the raw value equal to the parameter: then :math:`u` maps into the bounds as GPyTorch's
+    transforms would, :math:`l + \operatorname{softplus}(u)`, :math:`h - \operatorname{softplus}(u)` or
+    :math:`l + (h - l)\,\sigma(u)`.
+    """
+
+    def __init__(self, parameter: Tensor, constraint: Interval | None, dtype: torch.dtype) -> None:
+        self.parameter = parameter
+        self.bounds = None
+        if constraint is not None and not constraint.enforced:
+            lower, upper = (bound.to(dtype) for bound in (constraint.lower_bound, constraint.upper_bound))
+            self.bounds = tuple(bound if bool(torch.isfinite(bound).all()) else None for bound in (lower, upper))
+        self.leaf = self._free(_raw_copy(parameter, dtype)).requires_grad_(True)
+
+    def _free(self, raw: Tensor) -> Tensor:
+        if self.bounds is None:
+            return raw
+        lower, upper = self.bounds
+        tiny = torch.finfo(raw.dtype).eps  # a start on the bound moves just inside it
+        if lower is not None and upper is not None:
+            return inv_sigmoid(((raw - lower) / (upper - lower)).clamp(tiny, 1 - tiny))
+        if lower is not None:
+            return inv_softplus((raw - lower).clamp_min(tiny))
+        return raw if upper is None else inv_softplus((upper - raw).clamp_min(tiny))
+
+    def raw(self) -> Tensor:
+        """The raw value of the leaf (differentiable)."""
+        if self.bounds is None:
+            return self.leaf
+        lower, upper = self.bounds
+        if lower is not None and upper is not None:
+            return lower + (upper - lower) * torch.sigmoid(self.leaf)
+        if lower is not None:
+            return lower + torch.nn.functional.softplus(self.leaf)
+        return self.leaf if upper is None else upper - torch.nn.functional.softplus(self.leaf)
 
 
 def fit_scale_hyperparameters(
@@ -291,13 +334,16 @@ def _optimize(
     )
     fixed = None if fixed is None else fixed.detach().to(dtype)
 
-    # The model's raw parameters under their names in parameters.priors, and float64 leaves to optimise.
-    model_raw = {"noise.raw_noise": noise_covar.raw_noise}
+    # The raw parameters to optimise, under their names in parameters.priors.
+    free = {"noise.raw_noise": _FreeParameter(noise_covar.raw_noise, noise_covar.raw_noise_constraint, dtype)}
     if scale is not None:
-        model_raw["scale.raw_outputscale"] = scale.raw_outputscale
+        free["scale.raw_outputscale"] = _FreeParameter(scale.raw_outputscale, scale.raw_outputscale_constraint, dtype)
     if mean is not None and not profiled:
-        model_raw["mean.raw_constant"] = mean.raw_constant
-    raw = {name: _raw_copy(parameter, dtype) for name, parameter in model_raw.items()}
+        constraint = getattr(mean, "raw_constant_constraint", None)
+        free["mean.raw_constant"] = _FreeParameter(mean.raw_constant, constraint, dtype)
+
+    def raw_values() -> dict[str, Tensor]:
+        return {name: variable.raw() for name, variable in free.items()}
 
     def values(raw: dict[str, Tensor], constant: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor | None]:
         """Outputscale and noise of the raw values, and the constant (profiled when not given)."""
@@ -325,10 +371,10 @@ def _optimize(
         return value
 
     with torch.no_grad():
-        current_constant = None if mean is None else mean.constant.detach().to(dtype)
-        mll_before = objective(raw, current_constant)
+        current = {name: _raw_copy(variable.parameter, dtype) for name, variable in free.items()}
+        mll_before = objective(current, None if mean is None else mean.constant.detach().to(dtype))
 
-    leaves = list(raw.values())
+    leaves = [variable.leaf for variable in free.values()]
     optimizer = torch.optim.LBFGS(
         leaves,
         max_iter=max_iter,
@@ -339,7 +385,7 @@ def _optimize(
 
     def closure() -> Tensor:
         optimizer.zero_grad(set_to_none=True)
-        loss = -objective(raw).sum()
+        loss = -objective(raw_values()).sum()
         loss.backward()
         return loss
 
@@ -347,15 +393,16 @@ def _optimize(
     iterations = int(optimizer.state[leaves[0]].get("n_iter", 0))
 
     with torch.no_grad():
+        raw = raw_values()
         outputscale, noise, constant = values(raw)
         if not bool(torch.isfinite(noise).all() & torch.isfinite(outputscale).all()):
             raise RuntimeError("The scale fit diverged (non-finite outputscale or noise); the model was not changed.")
-        for name, parameter in model_raw.items():
-            parameter.copy_(raw[name])
+        for name, variable in free.items():
+            variable.parameter.copy_(raw[name])
         if profiled:
             mean.raw_constant.copy_(constant)
         # The objective at the values as stored (in the model's dtype).
-        stored = {name: _raw_copy(parameter, dtype) for name, parameter in model_raw.items()}
+        stored = {name: _raw_copy(variable.parameter, dtype) for name, variable in free.items()}
         stored_constant = None if mean is None else mean.constant.detach().to(dtype)
         mll_after = objective(stored, stored_constant)
     return {

@@ -252,23 +252,30 @@ def test_fit_is_the_brute_force_optimum():
 
 
 def test_noise_lower_bound_is_respected_when_active():
+    """GPyTorch's constraints enforce bounds by a transform; BoTorch's have transform=None (bounds for scipy)."""
     x, y = make_data(n=60)  # noise standard deviation 0.1: variance 0.01, below the bound
-    likelihood = GaussianLikelihood(noise_constraint=GreaterThan(0.05))
-    model = make_model(x, y, likelihood=likelihood, num_features=32)
-    likelihood.noise = 0.3
-    mll = _mll(model)
-    result = fit_scale_hyperparameters(mll)
-    noise = float(likelihood.noise.detach())
-    assert 0.05 <= noise < 0.05 + 1e-6 and float(result.noise) == noise
-    # The bound is active: the marginal likelihood rises as the noise falls towards it.
+    fits = []
+    for constraint in (GreaterThan(0.05), GreaterThan(0.05, transform=None)):
+        likelihood = GaussianLikelihood(noise_constraint=constraint)
+        model = make_model(x, y, likelihood=likelihood, num_features=32)
+        likelihood.noise = 0.3
+        mll = _mll(model)
+        result = fit_scale_hyperparameters(mll)
+        noise = float(likelihood.noise.detach())
+        assert 0.05 <= noise < 0.05 + 1e-6 and float(result.noise) == noise
+        # The bound is active: the marginal likelihood rises as the noise falls towards it.
+        with torch.no_grad():
+            at_fit = float(_gpytorch_value(mll))
+            likelihood.noise = 0.051
+            assert float(_gpytorch_value(mll)) < at_fit - 1e-4
+        fits.append((model, result))
+    # Both reach the constrained optimum that L-BFGS through GPyTorch finds (with the enforcing transform).
+    reference = _gpytorch_lbfgs_reference(fits[0][0])
     with torch.no_grad():
-        at_fit = float(_gpytorch_value(mll))
-        likelihood.noise = 0.051
-        assert float(_gpytorch_value(mll)) < at_fit - 1e-4
-    # ... and the fit is the constrained optimum that L-BFGS through GPyTorch finds.
-    reference = _gpytorch_lbfgs_reference(model)
-    with torch.no_grad():
-        assert float(result.mll_after) >= float(_gpytorch_value(reference)) - 1e-6
+        reference_value = float(_gpytorch_value(reference))
+    for _, result in fits:
+        assert float(result.mll_after) >= reference_value - 1e-6
+    torch.testing.assert_close(fits[0][1].mll_after, fits[1][1].mll_after, rtol=1e-9, atol=0)
 
 
 def test_fixed_outputscale_and_zero_mean():
@@ -341,3 +348,79 @@ def test_unsupported_models_raise_clear_errors():
         fit_scale_hyperparameters(_mll(make_model(x, y)), max_iter=0)
     with pytest.raises(ValueError, match="chunk_size"):
         fit_scale_hyperparameters(_mll(make_model(x, y)), chunk_size=0)
+
+
+def _branin_like_data(num_outputs: int, n: int = 40, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs on [5, 15]^3 (far from the unit cube, so the input transform matters) and targets of different scales."""
+    generator = torch.Generator().manual_seed(seed)
+    x = 5 + 10 * torch.rand(n, 3, generator=generator, dtype=torch.float64)
+    first = torch.sin(x).sum(-1) + 0.05 * torch.randn(n, generator=generator, dtype=torch.float64)
+    second = 30 + 10 * torch.cos(0.5 * x[:, 0]) + 0.5 * torch.randn(n, generator=generator, dtype=torch.float64)
+    return x, torch.stack([first, second], -1)[:, :num_outputs]
+
+
+@pytest.mark.botorch
+@pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
+def test_botorch_single_task_gp_with_learned_normalize_and_standardize(training):
+    pytest.importorskip("botorch")
+    from botorch.models import SingleTaskGP
+    from botorch.models.transforms import Normalize, Standardize
+
+    x, y = _branin_like_data(num_outputs=1)
+    kernel = ScaleKernel(RandomFourierKernel(64, num_dims=3, ard_num_dims=3, sampler="orthogonal", seed=0))
+    # Normalize without bounds learns them from the training inputs in training mode.
+    model = SingleTaskGP(x, y, covar_module=kernel, input_transform=Normalize(3), outcome_transform=Standardize(1))
+    kernel.base_kernel.lengthscale = 0.3
+    mll = _mll(model).train(training)
+    with torch.no_grad():
+        before = _gpytorch_value(mll)
+    mll.train(training)
+    result = fit_scale_hyperparameters(mll)
+    assert model.training == training
+    # The inputs the fit used are the transformed ones: values equal BoTorch's marginal likelihood (its forward
+    # transforms the inputs in training mode), and the model holds its inputs as it did.
+    (inputs,) = model.train_inputs
+    torch.testing.assert_close(inputs, model.input_transform(x) if not training else x, rtol=0, atol=1e-12)
+    torch.testing.assert_close(result.mll_before, before, rtol=VALUE_RTOL, atol=0)
+    with torch.no_grad():
+        torch.testing.assert_close(result.mll_after, _gpytorch_value(mll), rtol=VALUE_RTOL, atol=0)
+    # BoTorch's default likelihood has a log-normal noise prior: the gradients vanish with it included.
+    assert any(module is model.likelihood.noise_covar for _, module, _, _, _ in model.named_priors())
+    assert not model.likelihood.noise_covar.raw_noise_constraint.enforced  # BoTorch's bounds: kept by the fit
+    assert float(result.noise) >= float(model.likelihood.noise_covar.raw_noise_constraint.lower_bound)
+    for name, gradient in _gpytorch_gradients(mll).items():
+        assert gradient.abs().max() < GRADIENT_TOLERANCE, (name, gradient)
+
+
+@pytest.mark.botorch
+def test_botorch_random_feature_model_with_two_outputs():
+    pytest.importorskip("botorch")
+    from botorch.models.transforms import Normalize, Standardize
+
+    from gprf.botorch import RandomFeatureSingleTaskGP
+
+    x, y = _branin_like_data(num_outputs=2)
+    bounds = torch.tensor([[5.0] * 3, [15.0] * 3], dtype=torch.float64)
+    model = RandomFeatureSingleTaskGP(
+        x, y, num_features=64, seed=0, input_transform=Normalize(3, bounds=bounds), outcome_transform=Standardize(2)
+    )
+    model.covar_module.lengthscale = 0.3
+    mll = _mll(model)
+
+    def without_lengthscale_prior(value: torch.Tensor) -> torch.Tensor:
+        """BoTorch's default kernel has a lengthscale prior, which the scale fit leaves out (constant here)."""
+        kernel = model.covar_module
+        log_prior = kernel.lengthscale_prior.log_prob(kernel.lengthscale).reshape(2, -1).sum(-1)
+        return value - log_prior / x.size(0)
+
+    with torch.no_grad():
+        before = without_lengthscale_prior(_gpytorch_value(mll))
+    result = fit_scale_hyperparameters(mll)
+    # Batch shape [2] (one GP per output); the default kernel has no ScaleKernel, so the outputscale stays 1.
+    assert result.outputscale is None and result.noise.shape == (2,) and result.constant.shape == (2,)
+    torch.testing.assert_close(result.mll_before, before, rtol=VALUE_RTOL, atol=0)
+    with torch.no_grad():
+        after = without_lengthscale_prior(_gpytorch_value(mll))
+    torch.testing.assert_close(result.mll_after, after, rtol=VALUE_RTOL, atol=0)
+    for name, gradient in _gpytorch_gradients(mll).items():
+        assert gradient.abs().max() < GRADIENT_TOLERANCE, (name, gradient)
