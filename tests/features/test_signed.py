@@ -181,3 +181,19 @@ def test_bad_input():
     # Two roots and a signature: a sibling of the one-root maps, which has no real root to ask for.
     assert isinstance(on_sphere, SignedFeatureMap) and not isinstance(on_sphere, FeatureMap)
     assert not hasattr(on_sphere, "real_features") and on_sphere.root_dim == 8
+
+
+@pytest.mark.parametrize("sampler", ["iid", "orthogonal"])
+def test_resized_maps_hold_the_leading_frequencies_of_both_parts(sampler):
+    feature_map = _signed(5, 20, DELTA, sampler=sampler, batch_shape=(2,), seed=1)
+    small, large = feature_map.resized(3), feature_map.resized(41, torch.Generator().manual_seed(2))
+    for part in ("positive", "negative"):
+        frequencies = getattr(feature_map, f"{part}_frequencies")
+        assert torch.equal(getattr(small, f"{part}_frequencies"), frequencies[..., :3])
+        assert torch.equal(getattr(large, f"{part}_frequencies")[..., :20], frequencies)
+        if sampler == "orthogonal":  # the partial fourth block (rows 15..19) is completed orthogonally
+            rows = getattr(large, f"{part}_frequencies").mT
+            directions = rows / rows.norm(dim=-1, keepdim=True)
+            for block in directions[:, :40].split(5, dim=-2):
+                eye = torch.eye(5, dtype=torch.float64).expand(2, 5, 5)
+                torch.testing.assert_close(block @ block.mT, eye, rtol=0, atol=1e-10)
