@@ -5,6 +5,7 @@ __version__ = "0.1.0"
 from gprf import (
     distributions,
     features,
+    fitting,
     kernels,
     likelihoods,
     linalg,
@@ -16,6 +17,7 @@ from gprf import (
 )
 from gprf._botorch_hook import register_with_botorch_if_imported
 from gprf.exceptions import DispatchFallbackWarning, LowRankStructureWarning, NonFiniteTrainingDataError
+from gprf.fitting import fit_mll
 
 # BoTorch already imported: register gprf's types with its dispatchers now (gprf itself never imports BoTorch).
 register_with_botorch_if_imported()
@@ -27,6 +29,8 @@ __all__ = [
     "__version__",
     "distributions",
     "features",
+    "fit_mll",
+    "fitting",
     "kernels",
     "likelihoods",
     "linalg",

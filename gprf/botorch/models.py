@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 import torch
 from botorch.models import SingleTaskGP
 from botorch.models.transforms.input import InputTransform
 from botorch.models.transforms.outcome import OutcomeTransform
 from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
+from botorch.optim.closures import get_loss_closure_with_grads
+from botorch.optim.fit import fit_gpytorch_mll_scipy
 from botorch.utils.types import DEFAULT, _DefaultType
 from gpytorch.likelihoods import Likelihood
 from gpytorch.likelihoods.noise_models import HomoskedasticNoise
 from gpytorch.means import Mean
+from gpytorch.mlls import MarginalLogLikelihood
 from gpytorch.module import Module
 from torch import Tensor
 
 from gprf.botorch.features import check_pathwise_kernel
 from gprf.distributions import MultivariateNormal
+from gprf.fitting.recipe import FIT_MLL_OPTIONS, fit_mll
 from gprf.kernels import RandomFourierKernel, is_feature_kernel, unwrap_scale_kernel
 
 
@@ -109,6 +116,35 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
     def forward(self, x: Tensor) -> MultivariateNormal:
         prior = super().forward(x)
         return MultivariateNormal(prior.mean, prior.lazy_covariance_matrix)
+
+    def custom_fit(
+        self,
+        mll: MarginalLogLikelihood,
+        closure: Callable | None = None,
+        closure_kwargs: dict[str, Any] | None = None,
+        optimizer_kwargs: dict[str, Any] | None = None,
+        optimizer: Callable | None = None,
+        **kwargs: Any,
+    ) -> MarginalLogLikelihood:
+        """How BoTorch's ``fit_gpytorch_mll`` fits this model: :func:`gprf.fit_mll` (nested small-``F`` tuning on a
+        row subsample, exact scale refit; L-BFGS then the exact refit for small problems).
+
+        ``fit_gpytorch_mll`` hands its keyword arguments over: those of :func:`gprf.fit_mll` (``time_budget``,
+        ``tune_features``, ``tune_rows``, ``progress``, ...) are used, the others ignored, as BoTorch ignores
+        unexpected keywords. An explicit ``optimizer`` or ``closure`` runs BoTorch's generic route instead: the
+        optimizer (default ``fit_gpytorch_mll_scipy``) on the closure (default ``get_loss_closure_with_grads``).
+        """
+        if optimizer is None and closure is None:
+            options = {name: kwargs[name] for name in FIT_MLL_OPTIONS if name in kwargs}
+            return fit_mll(mll, **options)
+        mll.train()
+        if closure is None:
+            parameters = {name: p for name, p in mll.named_parameters() if p.requires_grad}
+            closure = get_loss_closure_with_grads(mll, parameters=parameters)
+        if closure_kwargs:
+            closure = partial(closure, **closure_kwargs)
+        (optimizer or fit_gpytorch_mll_scipy)(mll, closure=closure, **(optimizer_kwargs or {}))
+        return mll.eval()
 
 
 def _transformed_dim(train_X: Tensor, input_transform: InputTransform | None) -> int:

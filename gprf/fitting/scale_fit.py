@@ -163,6 +163,16 @@ class _ScaleParameters:
         return any(module is mean for module, _, _ in self.priors.priors) or hasattr(mean, "raw_constant_constraint")
 
 
+def supports_exact_scale_fit(mll: object) -> bool:
+    """Whether :func:`fit_scale_hyperparameters` applies to ``mll`` (a homoscedastic Gaussian likelihood and a gprf
+    feature covariance in an ``ExactGP``) instead of raising its ``TypeError``."""
+    try:
+        _ScaleParameters.from_mll(mll)
+    except TypeError:
+        return False
+    return True
+
+
 def _training_inputs(model: ExactGP) -> Tensor:
     """The training inputs as the model's forward sees them in training mode.
 

@@ -16,6 +16,7 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.priors import GammaPrior, NormalPrior
 
 from gprf.fitting import ScaleFitResult, fit_scale_hyperparameters
+from gprf.fitting.scale_fit import supports_exact_scale_fit
 from gprf.kernels import RandomFourierKernel
 from tests.prediction.conftest import ExactModel, make_data, make_model
 
@@ -328,11 +329,14 @@ def test_chunking_and_training_mode_do_not_change_the_fit():
 
 def test_unsupported_models_raise_clear_errors():
     x, y = make_data(n=20)
+    assert supports_exact_scale_fit(_mll(make_model(x, y)))
     fixed = make_model(x, y, likelihood=FixedNoiseGaussianLikelihood(noise=torch.full((20,), 0.01)))
+    assert not supports_exact_scale_fit(_mll(fixed))
     with pytest.raises(TypeError, match="FixedNoiseGaussianLikelihood.*gradient-based"):
         fit_scale_hyperparameters(_mll(fixed))
 
     dense = ExactModel(x, y, GaussianLikelihood(), ScaleKernel(RBFKernel())).double()
+    assert not supports_exact_scale_fit(_mll(dense))
     with pytest.raises(TypeError, match="RBFKernel"):
         fit_scale_hyperparameters(_mll(dense))
 

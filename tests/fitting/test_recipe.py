@@ -1,0 +1,158 @@
+"""``gprf.fit_mll``: the nested small-F recipe raises the full marginal likelihood and leaves the model as it was."""
+
+from __future__ import annotations
+
+import gpytorch
+import pytest
+import torch
+from gpytorch.kernels import ScaleKernel
+from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
+from gpytorch.mlls import ExactMarginalLogLikelihood
+
+import gprf
+from gprf.fitting.recipe import FIT_MLL_OPTIONS
+from gprf.kernels import QuadratureKernel, RandomFourierKernel
+
+
+class _GP(gpytorch.models.ExactGP):
+    def __init__(self, x, y, likelihood, kernel):
+        super().__init__(x, y, likelihood)
+        self.mean_module = gpytorch.means.ConstantMean()
+        self.covar_module = ScaleKernel(kernel)
+
+    def forward(self, x):
+        return gprf.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
+
+def _data(n: int, d: int = 3, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, d, generator=generator, dtype=torch.float64) * 4 - 2
+    f = torch.sin(2 * x[:, 0]) * torch.cos(x[:, 1]) + 0.5 * x[:, 2]
+    return x, f + 0.1 * torch.randn(n, generator=generator, dtype=torch.float64)
+
+
+def _model(n: int = 1500, num_features: int = 256, likelihood=None):
+    x, y = _data(n)
+    kernel = RandomFourierKernel(num_features, num_dims=3, ard_num_dims=3, sampler="orthogonal", seed=1)
+    likelihood = GaussianLikelihood() if likelihood is None else likelihood
+    model = _GP(x, y, likelihood, kernel).double()
+    return ExactMarginalLogLikelihood(model.likelihood, model)
+
+
+def _full_mll(mll: ExactMarginalLogLikelihood) -> float:
+    model = mll.model
+    mll.train()
+    with torch.no_grad():
+        return float(mll(model(*model.train_inputs), model.train_targets))
+
+
+def test_nested_recipe_raises_the_full_marginal_likelihood_and_restores_the_model():
+    mll = _model()
+    model = mll.model
+    feature_map, inputs, targets = (
+        model.covar_module.base_kernel.feature_map,
+        model.train_inputs[0],
+        model.train_targets,
+    )
+    before = _full_mll(mll)
+    stages = []
+    returned = gprf.fit_mll(
+        mll, tune_features=64, tune_rows=500, tune_steps=60, callback=lambda stage, _: stages.append(stage)
+    )
+    assert returned is mll and not mll.training and not model.training
+    after = _full_mll(mll)
+    # The initial hyperparameters (lengthscale 0.69, noise 0.69) are far from the data's (noise 0.01).
+    assert after > before + 0.5, (before, after)
+    # The model's own draw and training data are back in place.
+    assert model.covar_module.base_kernel.feature_map is feature_map
+    assert model.train_inputs[0] is inputs and model.train_targets is targets
+    assert stages[:2] == ["tune 1", "tune 2"] and stages[-2:] == ["tune", "scale"]
+    assert model.likelihood.noise.item() == pytest.approx(0.01, rel=0.5)
+
+
+def test_scale_hyperparameters_are_at_their_optimum_after_the_fit():
+    mll = _model()
+    gprf.fit_mll(mll, tune_features=64, tune_rows=500, tune_steps=30)
+    model = mll.model
+    mll.train()
+    loss = -mll(model(*model.train_inputs), model.train_targets)
+    scale_parameters = [
+        model.covar_module.raw_outputscale,
+        model.likelihood.noise_covar.raw_noise,
+        model.mean_module.raw_constant,
+    ]
+    gradients = torch.autograd.grad(loss, scale_parameters)
+    for gradient in gradients:
+        assert gradient.abs().max() < 1e-4, gradients
+
+
+def test_small_problems_take_full_lbfgs_to_a_stationary_point():
+    mll = _model(n=60, num_features=64)
+    stages = []
+    gprf.fit_mll(mll, callback=lambda stage, _: stages.append(stage))
+    assert "tune 1" not in stages and stages[-1] == "finish"
+    model = mll.model
+    mll.train()
+    loss = -mll(model(*model.train_inputs), model.train_targets)
+    gradients = torch.autograd.grad(loss, [p for p in mll.parameters() if p.requires_grad])
+    assert max(g.abs().max().item() for g in gradients) < 1e-3
+
+
+def test_a_time_budget_stops_tuning_early():
+    mll = _model()
+    stages = []
+    gprf.fit_mll(mll, time_budget=1e-6, tune_features=64, tune_rows=500, callback=lambda stage, _: stages.append(stage))
+    # The first step already spends the tuning share of the budget; the exact refit still runs.
+    assert stages == ["tune 1", "tune", "scale"]
+
+
+def test_kernels_without_nested_draws_tune_at_full_size():
+    x, y = _data(800)
+    model = _GP(x, y, GaussianLikelihood(), QuadratureKernel(num_dims=3, ard_num_dims=3, num_rules=2)).double()
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    before = _full_mll(mll)
+    gprf.fit_mll(mll, tune_features=8, tune_rows=300, tune_steps=20)
+    assert _full_mll(mll) > before
+
+
+def test_observed_noise_skips_the_exact_refit():
+    x, y = _data(700)
+    likelihood = FixedNoiseGaussianLikelihood(noise=torch.full((700,), 0.01, dtype=torch.float64))
+    kernel = RandomFourierKernel(128, num_dims=3, ard_num_dims=3, seed=1)
+    model = _GP(x, y, likelihood, kernel).double()
+    mll = ExactMarginalLogLikelihood(likelihood, model)
+    stages = []
+    before = _full_mll(mll)
+    gprf.fit_mll(mll, tune_features=32, tune_rows=300, tune_steps=20, callback=lambda stage, _: stages.append(stage))
+    assert "scale" not in stages and _full_mll(mll) > before
+
+
+def test_progress_goes_to_stderr_only_when_asked(capsys):
+    gprf.fit_mll(_model(n=300, num_features=32), tune_steps=2)
+    assert capsys.readouterr().err == ""
+    gprf.fit_mll(_model(n=300, num_features=32), tune_steps=2, progress=True)
+    err = capsys.readouterr().err
+    assert "[gprf.fit_mll]" in err and "done in" in err
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(TypeError, match="ExactMarginalLogLikelihood"):
+        gprf.fit_mll(object())
+    with pytest.raises(ValueError, match="time_budget"):
+        gprf.fit_mll(_model(n=50, num_features=16), time_budget=0.0)
+    with pytest.raises(ValueError, match="tune_steps"):
+        gprf.fit_mll(_model(n=50, num_features=16), tune_steps=-1)
+
+
+def test_the_option_names_are_the_keyword_arguments():
+    assert FIT_MLL_OPTIONS == (
+        "time_budget",
+        "tune_features",
+        "tune_rows",
+        "tune_steps",
+        "lr",
+        "finish_steps",
+        "seed",
+        "progress",
+        "callback",
+    )
