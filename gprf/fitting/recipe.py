@@ -203,7 +203,18 @@ def _training_rows(model: ExactGP, rows: torch.Tensor) -> Iterator[None]:
         model.set_train_data(inputs, targets, strict=False)
 
 
+def _project_onto_bounds(mll: ExactMarginalLogLikelihood) -> None:
+    """Clip raw parameters whose constraint has no transform (BoTorch's: bounds kept by its optimiser) into bounds."""
+    with torch.no_grad():
+        for _, parameter, constraint in mll.named_parameters_and_constraints():
+            if constraint is not None and not constraint.enforced:
+                lower = constraint.lower_bound.to(parameter)
+                upper = constraint.upper_bound.to(parameter)
+                parameter.copy_(torch.maximum(torch.minimum(parameter, upper), lower))
+
+
 def _loss(mll: ExactMarginalLogLikelihood) -> torch.Tensor:
+    _project_onto_bounds(mll)
     model = mll.model
     output = model(*model.train_inputs)
     return -mll(output, model.train_targets).sum()
@@ -224,6 +235,7 @@ def _adam(
         loss = _loss(mll)
         loss.backward()
         optimizer.step()
+        _project_onto_bounds(mll)
         if step == 1 or step == steps or step % 10 == 0:
             report(step, loss)
         clock.checkpoint(f"tune {step}")
@@ -256,7 +268,7 @@ def _lbfgs(mll: ExactMarginalLogLikelihood, steps: int, clock: _Clock, report: C
         if iterations < run and calls < max_eval:  # stopped by its gradient or change tolerance: converged
             break
     with torch.no_grad():
-        report(_loss(mll))
+        report(_loss(mll))  # also leaves the parameters inside their bounds
 
 
 def _refit_seconds(model: ExactGP) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gpytorch
 import pytest
 import torch
+from gpytorch.constraints import GreaterThan
 from gpytorch.kernels import ScaleKernel
 from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
 from gpytorch.mlls import ExactMarginalLogLikelihood
@@ -156,3 +157,18 @@ def test_the_option_names_are_the_keyword_arguments():
         "progress",
         "callback",
     )
+
+
+def test_bounds_without_a_transform_are_kept():
+    """BoTorch builds constraints without a transform (its optimiser keeps the bounds): the recipe keeps them too."""
+    x, y = _data(1200)
+    kernel = RandomFourierKernel(
+        128, num_dims=3, ard_num_dims=3, seed=1, lengthscale_constraint=GreaterThan(1.0, transform=None)
+    )
+    kernel.raw_lengthscale.data.fill_(2.0)
+    model = _GP(x, y, GaussianLikelihood(), kernel).double()
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    gprf.fit_mll(mll, tune_features=32, tune_rows=400, tune_steps=40)
+    lengthscale = model.covar_module.base_kernel.lengthscale
+    # The data want a lengthscale below 1 in the first two inputs: the bound is active there and nowhere crossed.
+    assert bool((lengthscale >= 1.0).all()) and lengthscale.min().item() == 1.0

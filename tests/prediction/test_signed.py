@@ -81,7 +81,7 @@ def test_ridge_hyperparameters_learn_by_validation_loss():
     kernel = signed_kernel(sampler="orthogonal")
     optimizer = torch.optim.Adam(kernel.parameters(), lr=0.05)
     losses = []
-    for _ in range(15):
+    for _ in range(25):
         optimizer.zero_grad()
         mean = krein_ridge_mean(kernel, x[train], y[train] - y[train].mean(), x[valid], 0.05) + y[train].mean()
         loss = (mean - y[valid]).square().mean()
