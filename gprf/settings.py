@@ -80,3 +80,150 @@ class factor_dtype:
     def __exit__(self, *args: object) -> bool:
         factor_dtype._value = self.prev
         return False
+
+
+class weight_space_solver:
+    r"""How the marginal likelihood treats the :math:`F\times F` capacitance :math:`C = I + s\,R^\top\Sigma^{-1}R`.
+
+    ``"cholesky"`` factors :math:`C` (exact, :math:`O(F^3)` forward and backward). ``"cg"`` solves with
+    preconditioned conjugate gradients and estimates :math:`\log\det C` by stochastic Lanczos quadrature
+    (:func:`gprf.linalg.cg_inv_quad_logdet`, :math:`O(\text{iterations}\cdot F^2)`): the log-determinant and its
+    gradient become estimates (see :doc:`/large_scale`). ``"auto"`` (default) takes CG from ``auto_threshold``
+    features on and the Cholesky factor below. Either route is only used with at least as many training points as
+    features; with fewer, :math:`K` is factored as an :math:`N\times N` matrix.
+
+    Args:
+        solver: ``"auto"``, ``"cholesky"`` or ``"cg"``.
+        auto_threshold: The number of features :math:`F` from which ``"auto"`` uses CG. The default is where CG was
+            measured faster than the Cholesky factor on a 2-core CPU (:doc:`/large_scale`); it is hardware dependent.
+        tolerance: CG's relative residual per right-hand side.
+        max_iterations: CG iteration limit (a solve that reaches it warns).
+        num_probes: Probes of the log-determinant estimate and of its gradient.
+        preconditioner_rank: Rank of the randomized Nyström preconditioner (0: none).
+        probe_seed: Draw the same probes (and preconditioner sketch) at every evaluation (default), so that the loss
+            is a deterministic function of the hyperparameters, as line-search optimisers such as L-BFGS (BoTorch's
+            ``fit_gpytorch_mll``) need; ``None`` draws fresh ones from torch's global generator at every evaluation
+            (unbiased stochastic gradients, for Adam or SGD).
+        state: A :class:`gprf.linalg.WeightSpaceCGState` the caller owns (one per model) to warm-start each solve
+            from the previous solution; ``None`` starts from zero.
+
+    Example:
+        >>> state = gprf.linalg.WeightSpaceCGState()
+        >>> with gprf.settings.weight_space_solver("cg", state=state):
+        ...     loss = -mll(model(train_x), train_y)
+    """
+
+    _active: weight_space_solver | None = None
+
+    def __init__(
+        self,
+        solver: str = "auto",
+        *,
+        auto_threshold: int = 4096,
+        tolerance: float = 1e-4,
+        max_iterations: int = 1000,
+        num_probes: int = 16,
+        preconditioner_rank: int = 256,
+        probe_seed: int | None = 0,
+        state: object | None = None,
+    ) -> None:
+        if solver not in ("auto", "cholesky", "cg"):
+            raise ValueError(f"weight_space_solver takes 'auto', 'cholesky' or 'cg', got {solver!r}.")
+        for name, value, low in (
+            ("auto_threshold", auto_threshold, 1),
+            ("max_iterations", max_iterations, 1),
+            ("num_probes", num_probes, 1),
+            ("preconditioner_rank", preconditioner_rank, 0),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"weight_space_solver: {name} must be an integer of at least {low}, got {value!r}.")
+        if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not 0 < tolerance < 1:
+            raise ValueError(f"weight_space_solver: tolerance is a relative residual in (0, 1), got {tolerance!r}.")
+        if probe_seed is not None and (isinstance(probe_seed, bool) or not isinstance(probe_seed, int)):
+            raise ValueError(f"weight_space_solver: probe_seed must be an integer or None, got {probe_seed!r}.")
+        from gprf.linalg.weight_space_cg import WeightSpaceCGState  # gprf.linalg imports this module
+
+        if state is not None and not isinstance(state, WeightSpaceCGState):
+            raise ValueError(
+                f"weight_space_solver: state must be a gprf.linalg.WeightSpaceCGState or None, got {type(state)!r}."
+            )
+        self.solver = solver
+        self.auto_threshold = auto_threshold
+        self.tolerance = float(tolerance)
+        self.max_iterations = max_iterations
+        self.num_probes = num_probes
+        self.preconditioner_rank = preconditioner_rank
+        self.probe_seed = probe_seed
+        self.state = state
+        self.prev: weight_space_solver | None = None
+
+    @classmethod
+    def current(cls) -> weight_space_solver:
+        """The active setting (the defaults outside any ``with`` block)."""
+        return cls._active if cls._active is not None else cls()
+
+    def uses_cg(self, num_features: int) -> bool:
+        """Whether a capacitance of ``num_features`` columns is solved by CG under this setting."""
+        return self.solver == "cg" or (self.solver == "auto" and num_features >= self.auto_threshold)
+
+    def __enter__(self) -> None:
+        self.prev = weight_space_solver._active
+        weight_space_solver._active = self
+
+    def __exit__(self, *args: object) -> bool:
+        weight_space_solver._active = self.prev
+        return False
+
+
+class feature_chunk_size:
+    r"""Whether the marginal likelihood of a feature kernel forms its :math:`N\times F` root, or sums
+    :math:`R^\top\Sigma^{-1}R` and :math:`R^\top\Sigma^{-1}Y` over row chunks whose features are recomputed in the
+    backward pass (:func:`gprf.linalg.chunked_gram.chunked_gram_projection`: memory :math:`O(\text{chunk}\cdot F +
+    F^2)` instead of :math:`O(NF)`, for about one more evaluation of the features).
+
+    ``"auto"`` (default) chunks roots of at least :attr:`AUTO_MIN_ELEMENTS` entries :math:`NF`, in chunks of about
+    :attr:`CHUNK_ELEMENTS` entries (at least :attr:`MIN_CHUNK_ROWS` rows); an integer chunks every root of more rows
+    than it, in chunks of that many rows; ``False`` never chunks. Consumers of the root itself (prediction, sampling)
+    still form it. The choice is made when the kernel is evaluated.
+
+    Example:
+        >>> with gprf.settings.feature_chunk_size(4096):
+        ...     loss = -mll(model(train_x), train_y)
+    """
+
+    AUTO_MIN_ELEMENTS = 2**27
+    CHUNK_ELEMENTS = 2**23
+    MIN_CHUNK_ROWS = 256
+    _value: int | bool | str = "auto"
+
+    def __init__(self, rows: int | bool | str = "auto") -> None:
+        valid = rows is False or rows == "auto" or (isinstance(rows, int) and not isinstance(rows, bool) and rows > 0)
+        if not valid:
+            raise ValueError(f"feature_chunk_size takes a positive number of rows, False or 'auto', got {rows!r}.")
+        self.rows_setting = rows
+        self.prev: int | bool | str = "auto"
+
+    @classmethod
+    def chunk_rows(cls, num_columns: int) -> int:
+        """Rows per chunk for a root of ``num_columns`` columns (the set number, or the automatic one)."""
+        if isinstance(cls._value, int) and not isinstance(cls._value, bool):
+            return cls._value
+        return max(cls.MIN_CHUNK_ROWS, cls.CHUNK_ELEMENTS // max(num_columns, 1))
+
+    @classmethod
+    def rows(cls, num_points: int, num_columns: int) -> int | None:
+        """Rows per chunk for a root of ``num_points`` x ``num_columns``, or ``None`` to form the root whole."""
+        if cls._value is False:
+            return None
+        if cls._value == "auto" and num_points * num_columns < cls.AUTO_MIN_ELEMENTS:
+            return None
+        rows = cls.chunk_rows(num_columns)
+        return rows if num_points > rows else None
+
+    def __enter__(self) -> None:
+        self.prev = feature_chunk_size._value
+        feature_chunk_size._value = self.rows_setting
+
+    def __exit__(self, *args: object) -> bool:
+        feature_chunk_size._value = self.prev
+        return False

@@ -1,4 +1,4 @@
-"""gprf.settings: the NaN/inf check of feature maps and the dtype of every factorisation."""
+"""gprf.settings: the NaN/inf check of feature maps, the dtype of every factorisation and the weight-space solver."""
 
 from __future__ import annotations
 
@@ -31,3 +31,50 @@ def test_factor_dtype_modes():
     assert gprf.settings.factor_dtype.value() == torch.float64  # restored on exit
     with pytest.raises(ValueError, match="torch.float32 or torch.float64"):
         gprf.settings.factor_dtype(torch.float16)
+
+
+def test_weight_space_solver_modes():
+    default = gprf.settings.weight_space_solver.current()
+    assert default.solver == "auto" and not default.uses_cg(default.auto_threshold - 1)
+    assert default.uses_cg(default.auto_threshold)
+    state = gprf.linalg.WeightSpaceCGState()
+    with gprf.settings.weight_space_solver("cg", tolerance=1e-8, num_probes=4, probe_seed=3, state=state):
+        active = gprf.settings.weight_space_solver.current()
+        assert active.uses_cg(1) and active.tolerance == 1e-8 and active.num_probes == 4 and active.state is state
+        with gprf.settings.weight_space_solver("cholesky"):
+            assert not gprf.settings.weight_space_solver.current().uses_cg(10**9)
+        assert gprf.settings.weight_space_solver.current() is active  # nested blocks restore on exit
+    assert gprf.settings.weight_space_solver.current().solver == "auto"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(solver="lanczos"), "'auto', 'cholesky' or 'cg'"),
+        (dict(auto_threshold=0), "auto_threshold must be an integer of at least 1"),
+        (dict(max_iterations=2.5), "max_iterations must be an integer of at least 1"),
+        (dict(num_probes=0), "num_probes must be an integer of at least 1"),
+        (dict(preconditioner_rank=-1), "preconditioner_rank must be an integer of at least 0"),
+        (dict(tolerance=0.0), r"tolerance is a relative residual in \(0, 1\)"),
+        (dict(probe_seed="zero"), "probe_seed must be an integer or None"),
+        (dict(state={}), "state must be a gprf.linalg.WeightSpaceCGState"),
+    ],
+)
+def test_weight_space_solver_refuses_bad_values(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        gprf.settings.weight_space_solver(**kwargs)
+
+
+def test_feature_chunk_size_modes():
+    rule = gprf.settings.feature_chunk_size
+    big = rule.AUTO_MIN_ELEMENTS // 1024
+    assert rule.rows(1000, 1024) is None  # "auto": small roots are formed
+    assert rule.rows(big, 1024) == rule.CHUNK_ELEMENTS // 1024
+    with rule(100):
+        assert rule.rows(101, 8) == 100 and rule.rows(100, 8) is None and rule.chunk_rows(8) == 100
+    with rule(False):
+        assert rule.rows(big, 1024) is None
+    assert rule.rows(big, 1024) == rule.CHUNK_ELEMENTS // 1024  # restored on exit
+    for bad in (0, -3, True, "always", 2.5):
+        with pytest.raises(ValueError, match="positive number of rows, False or 'auto'"):
+            rule(bad)

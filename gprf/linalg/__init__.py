@@ -15,11 +15,15 @@ from gprf.linalg.indefinite_dense_added_diag_operator import IndefiniteDenseAdde
 from gprf.linalg.indefinite_dense_operator import IndefiniteDenseLinearOperator
 from gprf.linalg.indefinite_guard import IndefiniteGuard, indefinite_error
 from gprf.linalg.indefinite_posterior_covariance import IndefinitePosteriorCovariance
+from gprf.linalg.lazy_features import LazyFeatures
+from gprf.linalg.nystrom_preconditioner import NystromPreconditioner
 from gprf.linalg.signed_root_added_diag_operator import SignedRootAddedDiagLinearOperator
 from gprf.linalg.signed_root_operator import SignedRootLinearOperator
+from gprf.linalg.weight_space_cg import CGTerms, WeightSpaceCGState, cg_inv_quad_logdet
 from gprf.linalg.weighted_gram import symmetric_gram, weighted_gram, weighted_gram_projection
 
 __all__ = [
+    "CGTerms",
     "CapacitanceFactor",
     "FeatureRoot",
     "FeatureRootAddedDiagLinearOperator",
@@ -28,8 +32,12 @@ __all__ = [
     "IndefiniteDenseLinearOperator",
     "IndefiniteGuard",
     "IndefinitePosteriorCovariance",
+    "LazyFeatures",
+    "NystromPreconditioner",
     "SignedRootAddedDiagLinearOperator",
     "SignedRootLinearOperator",
+    "WeightSpaceCGState",
+    "cg_inv_quad_logdet",
     "factor_capacitance",
     "feature_root",
     "indefinite_error",

@@ -11,7 +11,8 @@ from torch import Tensor
 from gprf.exceptions import LowRankStructureWarning
 from gprf.linalg.capacitance import checked_cholesky, nonfinite_rows, raise_for_nonfinite_rows
 from gprf.linalg.feature_root import FeatureRoot
-from gprf.settings import factor_dtype
+from gprf.linalg.weight_space_cg import cg_feature_space_terms
+from gprf.settings import factor_dtype, weight_space_solver
 
 
 class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
@@ -74,10 +75,11 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
         return inv_quad_term, logdet_term
 
     def to_dense(self) -> Tensor:
-        if self.size(-1) > self._linear_op.features.size(-1):
+        num_columns = self._linear_op.feature_root.num_columns
+        if self.size(-1) > num_columns:
             warnings.warn(
                 f"Forming the dense {self.size(-1)} x {self.size(-1)} covariance of a random-feature kernel with "
-                f"{self._linear_op.features.size(-1)} features (O(N^2) memory, O(N^3) factorisation). GPyTorch's "
+                f"{num_columns} features (O(N^2) memory, O(N^3) factorisation). GPyTorch's "
                 "MultivariateNormal.log_prob does this while linear_operator's fast_computations.log_prob is off, "
                 "as BoTorch sets on import: return gprf.distributions.MultivariateNormal from the model's forward "
                 "(gprf.botorch.RandomFeatureSingleTaskGP does) to keep the O(N F^2) marginal likelihood.",
@@ -97,16 +99,21 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
 
 def _feature_space_terms(root: FeatureRoot, rhs: Tensor | None, logdet: bool) -> tuple[Tensor | None, Tensor | None]:
     dtype = factor_dtype.value()
-    factor, projection = root.factor(rhs)
+    solver = weight_space_solver.current()
+    if solver.uses_cg(root.num_columns):  # P^T C^-1 P and log det C by preconditioned CG (large F)
+        capacitance_quad, capacitance_logdet = cg_feature_space_terms(root, rhs, logdet, solver)
+    else:
+        factor, projection = root.factor(rhs)
+        capacitance_quad = None if rhs is None else factor.solve_root(projection).square().sum(-2)
+        capacitance_logdet = factor.logdet() if logdet else None
     noise = root.noise.to(dtype)
     inv_quad_term, logdet_term = None, None
     if rhs is not None:
-        whitened = factor.solve_root(projection)
-        inv_quad = (rhs.to(dtype).square() / noise.unsqueeze(-1)).sum(-2) - whitened.square().sum(-2)
+        inv_quad = (rhs.to(dtype).square() / noise.unsqueeze(-1)).sum(-2) - capacitance_quad
         inv_quad_term = inv_quad.to(rhs.dtype)
     if logdet:
         noise_logdet = noise.log().expand(*noise.shape[:-1], root.num_points).sum(-1)
-        logdet_term = (factor.logdet() + noise_logdet).to(root.features.dtype)
+        logdet_term = (capacitance_logdet + noise_logdet).to(root.dtype)
     return inv_quad_term, logdet_term
 
 
