@@ -173,3 +173,57 @@ class weight_space_solver:
     def __exit__(self, *args: object) -> bool:
         weight_space_solver._active = self.prev
         return False
+
+
+class feature_chunk_size:
+    r"""Whether the marginal likelihood of a feature kernel forms its :math:`N\times F` root, or sums
+    :math:`R^\top\Sigma^{-1}R` and :math:`R^\top\Sigma^{-1}Y` over row chunks whose features are recomputed in the
+    backward pass (:func:`gprf.linalg.chunked_gram.chunked_gram_projection`: memory :math:`O(\text{chunk}\cdot F +
+    F^2)` instead of :math:`O(NF)`, for about one more evaluation of the features).
+
+    ``"auto"`` (default) chunks roots of at least :attr:`AUTO_MIN_ELEMENTS` entries :math:`NF`, in chunks of about
+    :attr:`CHUNK_ELEMENTS` entries (at least :attr:`MIN_CHUNK_ROWS` rows); an integer chunks every root of more rows
+    than it, in chunks of that many rows; ``False`` never chunks. Consumers of the root itself (prediction, sampling)
+    still form it. The choice is made when the kernel is evaluated.
+
+    Example:
+        >>> with gprf.settings.feature_chunk_size(4096):
+        ...     loss = -mll(model(train_x), train_y)
+    """
+
+    AUTO_MIN_ELEMENTS = 2**27
+    CHUNK_ELEMENTS = 2**23
+    MIN_CHUNK_ROWS = 256
+    _value: int | bool | str = "auto"
+
+    def __init__(self, rows: int | bool | str = "auto") -> None:
+        valid = rows is False or rows == "auto" or (isinstance(rows, int) and not isinstance(rows, bool) and rows > 0)
+        if not valid:
+            raise ValueError(f"feature_chunk_size takes a positive number of rows, False or 'auto', got {rows!r}.")
+        self.rows_setting = rows
+        self.prev: int | bool | str = "auto"
+
+    @classmethod
+    def chunk_rows(cls, num_columns: int) -> int:
+        """Rows per chunk for a root of ``num_columns`` columns (the set number, or the automatic one)."""
+        if isinstance(cls._value, int) and not isinstance(cls._value, bool):
+            return cls._value
+        return max(cls.MIN_CHUNK_ROWS, cls.CHUNK_ELEMENTS // max(num_columns, 1))
+
+    @classmethod
+    def rows(cls, num_points: int, num_columns: int) -> int | None:
+        """Rows per chunk for a root of ``num_points`` x ``num_columns``, or ``None`` to form the root whole."""
+        if cls._value is False:
+            return None
+        if cls._value == "auto" and num_points * num_columns < cls.AUTO_MIN_ELEMENTS:
+            return None
+        rows = cls.chunk_rows(num_columns)
+        return rows if num_points > rows else None
+
+    def __enter__(self) -> None:
+        self.prev = feature_chunk_size._value
+        feature_chunk_size._value = self.rows_setting
+
+    def __exit__(self, *args: object) -> bool:
+        feature_chunk_size._value = self.prev
+        return False

@@ -63,3 +63,18 @@ def test_weight_space_solver_modes():
 def test_weight_space_solver_refuses_bad_values(kwargs, message):
     with pytest.raises(ValueError, match=message):
         gprf.settings.weight_space_solver(**kwargs)
+
+
+def test_feature_chunk_size_modes():
+    rule = gprf.settings.feature_chunk_size
+    big = rule.AUTO_MIN_ELEMENTS // 1024
+    assert rule.rows(1000, 1024) is None  # "auto": small roots are formed
+    assert rule.rows(big, 1024) == rule.CHUNK_ELEMENTS // 1024
+    with rule(100):
+        assert rule.rows(101, 8) == 100 and rule.rows(100, 8) is None and rule.chunk_rows(8) == 100
+    with rule(False):
+        assert rule.rows(big, 1024) is None
+    assert rule.rows(big, 1024) == rule.CHUNK_ELEMENTS // 1024  # restored on exit
+    for bad in (0, -3, True, "always", 2.5):
+        with pytest.raises(ValueError, match="positive number of rows, False or 'auto'"):
+            rule(bad)

@@ -15,8 +15,9 @@ from torch import Tensor
 from gprf._botorch_hook import register_with_botorch_if_imported
 from gprf.exceptions import LowRankStructureWarning
 from gprf.features import FeatureMapBase
-from gprf.linalg import FeatureRootLinearOperator, feature_root
+from gprf.linalg import FeatureRootLinearOperator, LazyFeatures, feature_root
 from gprf.prediction import FeatureSpacePredictionStrategy
+from gprf.settings import feature_chunk_size
 
 
 def same_inputs(x1: Tensor, x2: Tensor) -> bool:
@@ -81,8 +82,9 @@ class FeatureKernel(Kernel, ABC):
     def root_dim(self) -> int:
         """Number of columns ``F`` of the real root returned by :meth:`features`."""
 
-    def root_operator(self, x: Tensor, features: Tensor) -> FeatureRootLinearOperator:
-        """The covariance :math:`K(x, x)` with root ``features`` (computed from raw inputs ``x``) as the hand-off."""
+    def root_operator(self, x: Tensor, features: Tensor | LazyFeatures) -> FeatureRootLinearOperator:
+        """The covariance :math:`K(x, x)` with root ``features`` of raw inputs ``x`` (formed, or a
+        :class:`~gprf.linalg.LazyFeatures`) as the hand-off."""
         return FeatureRootLinearOperator(features, versions=feature_versions(self))
 
     def forward(
@@ -93,13 +95,24 @@ class FeatureKernel(Kernel, ABC):
                 f"{type(self).__name__} does not support last_dim_is_batch (deprecated in GPyTorch); "
                 "build one kernel per input dimension instead."
             )
+        same = same_inputs(x1, x2)
+        if same and not diag:
+            chunk_size = feature_chunk_size.rows(x1.size(-2), self.root_dim)
+            if chunk_size is not None:  # large N F: the marginal likelihood sums over row chunks, never forming R
+                return self.root_operator(x1, self.lazy_features(x1, chunk_size))
         r1 = self.features(x1)
-        r2 = r1 if same_inputs(x1, x2) else self.features(x2)
+        r2 = r1 if same else self.features(x2)
         if diag:
             return (r1 * r2).sum(-1)
         if r2 is r1:
             return self.root_operator(x1, r1)
         return MatmulLinearOperator(r1, r2.mT)
+
+    def lazy_features(self, x: Tensor, chunk_size: int) -> LazyFeatures:
+        """The root of raw inputs ``x`` not formed: :meth:`features` of row chunks of ``chunk_size``, differentiable
+        in every parameter of this kernel (the only tensors requiring gradients that :meth:`features` may use)."""
+        params = tuple(param for param in self.parameters() if param.requires_grad)
+        return LazyFeatures(x, self.features, chunk_size, params)
 
     def prediction_strategy(self, train_inputs, train_prior_dist, train_labels, likelihood):
         return FeatureSpacePredictionStrategy(train_inputs, train_prior_dist, train_labels, likelihood)

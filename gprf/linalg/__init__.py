@@ -15,6 +15,7 @@ from gprf.linalg.indefinite_dense_added_diag_operator import IndefiniteDenseAdde
 from gprf.linalg.indefinite_dense_operator import IndefiniteDenseLinearOperator
 from gprf.linalg.indefinite_guard import IndefiniteGuard, indefinite_error
 from gprf.linalg.indefinite_posterior_covariance import IndefinitePosteriorCovariance
+from gprf.linalg.lazy_features import LazyFeatures
 from gprf.linalg.nystrom_preconditioner import NystromPreconditioner
 from gprf.linalg.signed_root_added_diag_operator import SignedRootAddedDiagLinearOperator
 from gprf.linalg.signed_root_operator import SignedRootLinearOperator
@@ -31,6 +32,7 @@ __all__ = [
     "IndefiniteDenseLinearOperator",
     "IndefiniteGuard",
     "IndefinitePosteriorCovariance",
+    "LazyFeatures",
     "NystromPreconditioner",
     "SignedRootAddedDiagLinearOperator",
     "SignedRootLinearOperator",

@@ -19,8 +19,14 @@ from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 
 from gprf.exceptions import NonFiniteTrainingDataError
+from gprf.linalg.chunked_gram import chunked_gram_projection
+from gprf.linalg.lazy_features import LazyFeatures
 from gprf.linalg.weighted_gram import weighted_gram, weighted_gram_projection
-from gprf.settings import factor_dtype
+from gprf.settings import factor_dtype, feature_chunk_size
+
+# The largest estimated rounding error u * tr(G) of a Gram formed with lower-precision products that is kept; see
+# gram_rounding_exceeds for the derivation.
+GRAM_ROUNDING_TOLERANCE = 0.25
 
 
 def solve_triangular(matrix: Tensor, rhs: Tensor, upper: bool) -> Tensor:
@@ -41,14 +47,17 @@ def solve_triangular(matrix: Tensor, rhs: Tensor, upper: bool) -> Tensor:
     return solved.movedim(tuple(range(-extra, 0)), leading)
 
 
-def nonfinite_rows(features: Tensor, noise: Tensor | None = None, rhs: Tensor | None = None) -> Tensor:
+def nonfinite_rows(features: Tensor | LazyFeatures, noise: Tensor | None = None, rhs: Tensor | None = None) -> Tensor:
     """Mask ``(..., N)`` of the training rows that make a factorisation non-finite.
 
-    A row is bad when its ``features`` ``(..., N, F)`` or right-hand sides ``rhs`` ``(..., N, k)`` hold NaN or
-    inf, or its noise variance (``noise`` ``(..., N)``, or ``(..., 1)`` for one per batch member) is not positive
-    and finite.
+    A row is bad when its ``features`` ``(..., N, F)`` (a lazy root is evaluated chunk by chunk) or right-hand sides
+    ``rhs`` ``(..., N, k)`` hold NaN or inf, or its noise variance (``noise`` ``(..., N)``, or ``(..., 1)`` for one
+    per batch member) is not positive and finite.
     """
-    masks = [~torch.isfinite(features).all(-1)]
+    if isinstance(features, LazyFeatures):
+        masks = [features.nonfinite_rows()]
+    else:
+        masks = [~torch.isfinite(features).all(-1)]
     if noise is not None:
         masks.append(~(torch.isfinite(noise) & (noise > 0)))
     if rhs is not None:
@@ -65,14 +74,49 @@ def checked_cholesky(matrix: Tensor, diagnose: Callable[[], None], also_finite: 
     GPyTorch's treatment instead: ``psd_safe_cholesky`` adds jitter (with a ``NumericalWarning``) and raises
     ``NotPSDError`` when that does not help.
     """
+    cholesky, failed = cholesky_status(matrix, also_finite)
+    if failed:
+        diagnose()
+        cholesky = psd_safe_cholesky(matrix)
+    return cholesky
+
+
+def cholesky_status(
+    matrix: Tensor, also_finite: Tensor | None = None, also_fail: Tensor | None = None
+) -> tuple[Tensor, bool]:
+    """``torch.linalg.cholesky_ex`` of ``matrix`` and whether it failed, ``also_finite`` is not finite, or the
+    boolean tensor ``also_fail`` is set — the one host synchronisation of a factorisation."""
     cholesky, info = torch.linalg.cholesky_ex(matrix)
     failed = info.ne(0).any() | ~torch.isfinite(cholesky.diagonal(dim1=-2, dim2=-1)).all()
     if also_finite is not None:
         failed = failed | ~torch.isfinite(also_finite).all()
-    if bool(failed):  # the one host synchronisation per factorisation
-        diagnose()
-        cholesky = psd_safe_cholesky(matrix)
-    return cholesky
+    if also_fail is not None:
+        failed = failed | also_fail
+    return cholesky, bool(failed)
+
+
+def gram_rounding_exceeds(gram: Tensor, product_dtype: torch.dtype) -> Tensor | None:
+    r"""Whether ``gram`` :math:`= s\,R^\top\Sigma^{-1}R`, formed with ``product_dtype`` products, may be too inexact
+    for the capacitance :math:`I + G` (a boolean tensor, no host synchronisation), or ``None`` when the products
+    were at least as precise as ``gram``.
+
+    Forming :math:`G` with unit roundoff :math:`u` gives :math:`G + E` with :math:`|E| \le \gamma\,|R|^\top
+    \Sigma^{-1}|R|` elementwise, so :math:`\lVert E\rVert_2 \le \gamma\,\mathrm{tr}(|R|^\top\Sigma^{-1}|R|) =
+    \gamma\,\mathrm{tr}\,G` (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., SIAM 2002,
+    §3.5). The worst case is :math:`\gamma = Nu`; blocked float32 GEMMs measured on random Fourier roots
+    (:math:`N` = 500–8000, :math:`F` = 128–1024, lengthscales 0.2–1) stay below :math:`0.6\,u\,\mathrm{tr}\,G`,
+    so :math:`\gamma = u` is kept as the estimate. Every eigenvalue of :math:`I + G` is at least 1, so by Weyl's
+    inequality :math:`u\,\mathrm{tr}\,G \le` :data:`GRAM_ROUNDING_TOLERANCE` (1/4) moves none of them by more
+    than about 15% (and keeps the factorisation positive definite); beyond it (e.g. float32 models at noise
+    :math:`10^{-6}`, where :math:`u\,\mathrm{tr}\,G \approx 6\cdot 10^{-8} N s/\sigma^2 \gg 1`) the Gram is
+    formed again with products in the factor dtype. At ordinary noise levels (:math:`s/\sigma^2 \lesssim 10^2`,
+    :math:`N \lesssim 4\cdot 10^4`) the float32 products are kept.
+    """
+    if torch.finfo(product_dtype).eps <= torch.finfo(gram.dtype).eps:
+        return None
+    unit_roundoff = torch.finfo(product_dtype).eps / 2
+    trace = gram.diagonal(dim1=-2, dim2=-1).sum(-1)
+    return (unit_roundoff * trace > GRAM_ROUNDING_TOLERANCE).any()
 
 
 def raise_for_nonfinite_rows(bad_rows: Tensor) -> None:
@@ -161,29 +205,43 @@ class CapacitanceFactor:
 
 
 def weighted_sums(
-    features: Tensor, noise: Tensor, rhs: Tensor | None = None, outputscale: Tensor | None = None
+    features: Tensor | LazyFeatures,
+    noise: Tensor,
+    rhs: Tensor | None = None,
+    outputscale: Tensor | None = None,
+    *,
+    exact_products: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
     r""":math:`(s\,\Phi^H\Sigma^{-1}\Phi,\; \sqrt s\,\Phi^H\Sigma^{-1}Y)` with the Gram in the factor dtype.
 
-    ``features`` :math:`\Phi` ``(..., N, F)`` (real or complex), ``noise`` the variances ``(..., N)`` or one per
-    batch member ``(..., 1)``, ``rhs`` :math:`Y` ``(..., N, k)``, ``outputscale`` :math:`s` ``(...)`` (a
-    ``ScaleKernel`` amplitude kept apart from the root). The amplitude enters through :math:`\Sigma/s` and
-    :math:`Y/\sqrt s`, so no scaled copy of :math:`\Phi` is made. The Gram is formed in the features' dtype
-    (float32 models: one float32 GEMM, :func:`~gprf.linalg.weighted_gram`) and cast; the projection
-    is formed in the factor dtype, because the two inverse-quadratic terms it enters nearly cancel at small
-    noise. Real features in the factor dtype take the fused Gram-and-projection autograd node.
+    ``features`` :math:`\Phi` ``(..., N, F)`` (real or complex, or a real :class:`~gprf.linalg.LazyFeatures`),
+    ``noise`` the variances ``(..., N)`` or one per batch member ``(..., 1)``, ``rhs`` :math:`Y` ``(..., N, k)``,
+    ``outputscale`` :math:`s` ``(...)`` (a ``ScaleKernel`` amplitude kept apart from the root). The amplitude enters
+    through :math:`\Sigma/s` and :math:`Y/\sqrt s`, so no scaled copy of :math:`\Phi` is made. The Gram is formed in
+    the features' dtype (float32 models: one float32 GEMM, :func:`~gprf.linalg.weighted_gram`) and cast, or with
+    products in the factor dtype when ``exact_products`` (row chunks cast one at a time, so no :math:`N\times F`
+    copy); the projection is formed in the factor dtype, because the two inverse-quadratic terms it enters nearly
+    cancel at small noise. Real features in the factor dtype take the fused Gram-and-projection autograd node; a
+    lazy root is summed over row chunks (:func:`~gprf.linalg.chunked_gram.chunked_gram_projection`).
     """
     dtype = factor_dtype.value()
     if outputscale is not None:
         noise = noise / outputscale.unsqueeze(-1)
         if rhs is not None:
             rhs = rhs / outputscale.sqrt().unsqueeze(-1).unsqueeze(-1)
+    if isinstance(features, LazyFeatures):
+        return features.weighted_sums(noise, rhs, dtype if exact_products else features.dtype, dtype)
     if features.is_complex():
         weighted = features / noise.unsqueeze(-1)
         gram = weighted.mH @ features
         return gram, None if rhs is None else weighted.mH @ rhs.to(weighted.dtype)
     if rhs is not None and features.dtype == dtype:
         return weighted_gram_projection(features, noise.to(dtype), rhs.to(dtype))
+    if exact_products and features.dtype != dtype:
+        chunk_size = feature_chunk_size.chunk_rows(features.size(-1))
+        return chunked_gram_projection(
+            features, None, noise, rhs, chunk_size=chunk_size, product_dtype=dtype, accumulate_dtype=dtype
+        )
     gram = weighted_gram(features, noise).to(dtype)
     if rhs is None:
         return gram, None
@@ -191,18 +249,25 @@ def weighted_sums(
 
 
 def factor_capacitance(
-    features: Tensor, noise: Tensor, rhs: Tensor | None = None, outputscale: Tensor | None = None
+    features: Tensor | LazyFeatures, noise: Tensor, rhs: Tensor | None = None, outputscale: Tensor | None = None
 ) -> tuple[CapacitanceFactor, Tensor | None]:
     r"""Factor :math:`C = I + s\,\Phi^H\Sigma^{-1}\Phi` and project :math:`P = \sqrt s\,\Phi^H\Sigma^{-1}Y`.
 
     Arguments as in :func:`weighted_sums`. Returns the :class:`CapacitanceFactor` and :math:`P` (``None`` without
     ``rhs``); with :math:`\tilde\Phi = \sqrt s\,\Phi`, the weight posterior is :math:`N(C^{-1}P, C^{-1})`.
     Non-finite training rows (features, noise or right-hand sides) raise
-    :class:`~gprf.exceptions.NonFiniteTrainingDataError` with their count.
+    :class:`~gprf.exceptions.NonFiniteTrainingDataError` with their count. A Gram formed with lower-precision
+    products (float32 roots) whose rounding may be too large (:func:`gram_rounding_exceeds`), or whose capacitance
+    fails to factor, is formed again with products in the factor dtype; both conditions share the factorisation's
+    one host synchronisation.
     """
     gram, projection = weighted_sums(features, noise, rhs, outputscale)
+    inexact = None if features.dtype.is_complex else gram_rounding_exceeds(gram, features.dtype)
     eye = torch.eye(gram.size(-1), dtype=gram.dtype, device=gram.device)
-    cholesky = checked_cholesky(
-        gram + eye, lambda: raise_for_nonfinite_rows(nonfinite_rows(features, noise, rhs)), projection
-    )
+    cholesky, failed = cholesky_status(gram + eye, projection, inexact)
+    if failed:
+        raise_for_nonfinite_rows(nonfinite_rows(features, noise, rhs))
+        if inexact is not None:
+            gram, projection = weighted_sums(features, noise, rhs, outputscale, exact_products=True)
+        cholesky = psd_safe_cholesky(gram + eye)
     return CapacitanceFactor(cholesky), projection

@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import torch
 from torch import Tensor
 
 from gprf.linalg.capacitance import CapacitanceFactor, factor_capacitance
+from gprf.linalg.lazy_features import LazyFeatures
 
 
 @dataclass(frozen=True)
@@ -21,7 +23,9 @@ class FeatureRoot:
     r""":math:`K = s\,RR^\top\,(+\,\Sigma)`: a real feature root, its amplitude kept apart, and what came with it.
 
     Attributes:
-        features: The real root :math:`R` ``(*batch, N, F)`` in the model dtype, without the amplitude.
+        source: The real root :math:`R` ``(*batch, N, F)`` in the model dtype, without the amplitude: a tensor, or a
+            :class:`~gprf.linalg.LazyFeatures` (large :math:`NF`, see :class:`gprf.settings.feature_chunk_size`)
+            that :meth:`factor` sums chunk by chunk and :attr:`features` forms.
         outputscale: :math:`s` ``(*batch)``, the ``ScaleKernel`` outputscale (or any positive constant the
             covariance was multiplied by), or ``None`` for :math:`s = 1`. Kept apart so that no scaled
             :math:`N\times F` copy of the root is made: it enters the factorisation as :math:`\Sigma/s`.
@@ -35,7 +39,7 @@ class FeatureRoot:
             tell that the features changed (``resample_features``, ``load_state_dict``).
     """
 
-    features: Tensor
+    source: Tensor | LazyFeatures
     outputscale: Tensor | None = None
     noise: Tensor | None = None
     inputs: Tensor | None = None
@@ -43,13 +47,28 @@ class FeatureRoot:
     versions: tuple[int, ...] = ()
 
     @property
+    def features(self) -> Tensor:
+        """The root :math:`R` as a tensor (formed here when the hand-off carries a lazy root)."""
+        return self.source.materialize() if isinstance(self.source, LazyFeatures) else self.source
+
+    @property
+    def is_lazy(self) -> bool:
+        """Whether the root is not formed (:attr:`features` would form it)."""
+        return isinstance(self.source, LazyFeatures)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of the root."""
+        return self.source.dtype
+
+    @property
     def num_points(self) -> int:
-        return self.features.size(-2)
+        return self.source.shape[-2]
 
     @property
     def num_columns(self) -> int:
         """Columns :math:`F` of the root (the size of the capacitance)."""
-        return self.features.size(-1)
+        return self.source.shape[-1]
 
     @property
     def amplitude(self) -> Tensor | None:
@@ -70,12 +89,14 @@ class FeatureRoot:
         r"""The capacitance :math:`C = I + s\,\Phi^H\Sigma^{-1}\Phi` factored, and :math:`\sqrt s\,\Phi^H\Sigma^{-1}\,
         \text{rhs}` (see :func:`gprf.linalg.factor_capacitance`).
 
-        :math:`\Phi` is :attr:`features` unless other ``features`` of the same rows are given (e.g. the root cast
-        to the factor dtype, or the complex features behind a real root). Needs :attr:`noise`.
+        :math:`\Phi` is the root unless other ``features`` of the same rows are given (e.g. the root cast to the
+        factor dtype, or the complex features behind a real root). Needs :attr:`noise`. A lazy root is never
+        formed: its sums are accumulated over row chunks.
         """
         if self.noise is None:
             raise ValueError("Factoring a feature root needs its noise variances (a covariance with a likelihood).")
-        phi = self.features if features is None else features
-        noise = self.noise.to(phi.real.dtype)
-        outputscale = None if self.outputscale is None else self.outputscale.to(phi.real.dtype)
+        phi = self.source if features is None else features
+        real_dtype = phi.dtype if isinstance(phi, LazyFeatures) else phi.real.dtype
+        noise = self.noise.to(real_dtype)
+        outputscale = None if self.outputscale is None else self.outputscale.to(real_dtype)
         return factor_capacitance(phi, noise, rhs, outputscale)

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from gprf.linalg.feature_root import FeatureRoot
 from gprf.linalg.feature_root_added_diag_operator import FeatureRootAddedDiagLinearOperator
+from gprf.linalg.lazy_features import LazyFeatures
 
 
 class FeatureRootLinearOperator(LowRankRootLinearOperator):
@@ -31,8 +32,12 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
     :math:`O(NF^2)`. As a ``LowRankRootLinearOperator`` with root :math:`\sqrt s\,R` it works wherever GPyTorch
     expects one (sampling, root decompositions).
 
+    The root may be lazy (:class:`~gprf.linalg.LazyFeatures`, for large :math:`NF`): the marginal likelihood then
+    sums over row chunks without forming it, row slices stay lazy, and everything else (products, diagonals, dense
+    evaluations, sampling, batch reshaping) forms it on first use.
+
     Args:
-        features: :math:`R`.
+        features: :math:`R`, a tensor or a :class:`~gprf.linalg.LazyFeatures`.
         outputscale: :math:`s` ``(*batch)`` (broadcast to the batch shape), or ``None`` for 1.
         inputs: Scaled inputs :math:`Z` ``(*batch, N, d)`` (see :class:`~gprf.linalg.FeatureRoot`).
         recentred_features: :math:`(Z, c) \mapsto R_c(Z)` (see :class:`~gprf.linalg.FeatureRoot`).
@@ -41,7 +46,7 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
 
     def __init__(
         self,
-        features: Tensor,
+        features: Tensor | LazyFeatures,
         outputscale: Tensor | None = None,
         inputs: Tensor | None = None,
         *,
@@ -60,21 +65,37 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
             recentred_features=recentred_features,
             versions=versions,
         )
-        self.features = features
+        self.source = features
         self.outputscale = outputscale
         self.inputs = inputs
         self.recentred_features = recentred_features
         self.versions = versions
-        dense = DenseLinearOperator(features)
-        self.root = dense if outputscale is None else ConstantMulLinearOperator(dense, outputscale.sqrt())
+
+    @property
+    def features(self) -> Tensor:
+        """:math:`R` as a tensor (formed here when it is lazy)."""
+        return self.source.materialize() if isinstance(self.source, LazyFeatures) else self.source
+
+    @property
+    def root(self) -> LinearOperator:
+        """:math:`\\sqrt s\\,R` as a linear operator (GPyTorch's root decompositions and sampling)."""
+        dense = DenseLinearOperator(self.features)
+        return dense if self.outputscale is None else ConstantMulLinearOperator(dense, self.outputscale.sqrt())
 
     @property
     def feature_root(self) -> FeatureRoot:
         """The hand-off (without noise)."""
-        return FeatureRoot(self.features, self.outputscale, None, self.inputs, self.recentred_features, self.versions)
+        return FeatureRoot(self.source, self.outputscale, None, self.inputs, self.recentred_features, self.versions)
+
+    def _size(self) -> torch.Size:
+        shape = self.source.shape
+        return torch.Size((*shape[:-2], shape[-2], shape[-2]))
+
+    def _root_decomposition_size(self) -> int:
+        return self.source.shape[-1]
 
     def _rebuild(
-        self, features: Tensor, outputscale: Tensor | None, inputs: Tensor | None
+        self, features: Tensor | LazyFeatures, outputscale: Tensor | None, inputs: Tensor | None
     ) -> FeatureRootLinearOperator:
         return FeatureRootLinearOperator(
             features, outputscale, inputs, recentred_features=self.recentred_features, versions=self.versions
@@ -85,9 +106,9 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
         # linear_operator's RootLinearOperator tests the sign of the constant (a host synchronisation) to scale
         # the root by its square root; keeping the amplitude apart needs neither, and products, diagonals and
         # dense evaluations below stay exact for any sign.
-        other = torch.as_tensor(other, dtype=self.features.dtype, device=self.features.device)
+        other = torch.as_tensor(other, dtype=self.source.dtype, device=self.source.device)
         outputscale = other if self.outputscale is None else self.outputscale * other
-        return self._rebuild(self.features, outputscale.expand(self.batch_shape), self.inputs)
+        return self._rebuild(self.source, outputscale.expand(self.batch_shape), self.inputs)
 
     def _expand_batch(self, batch_shape: torch.Size) -> FeatureRootLinearOperator:
         if len(batch_shape) == 0:
@@ -116,6 +137,8 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
             index = (*batch_indices, row_index, slice(None))
             outputscale = None if self.outputscale is None else self.outputscale[batch_indices]
             inputs = None if self.inputs is None else self.inputs[index]
+            if isinstance(self.source, LazyFeatures) and all(index == slice(None) for index in batch_indices):
+                return self._rebuild(self.source.rows(row_index), outputscale, inputs)  # e.g. the training block
             return self._rebuild(self.features[index], outputscale, inputs)
         rows = self.root._getitem(row_index, slice(None), *batch_indices)
         if same_rows:
@@ -130,7 +153,8 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
         return tensor * self.outputscale.reshape(*self.outputscale.shape, *(1,) * trailing)
 
     def _matmul(self, rhs: Tensor) -> Tensor:
-        return self._scale(self.features @ (self.features.mT @ rhs), 2 if rhs.dim() >= 2 else 1)
+        features = self.features
+        return self._scale(features @ (features.mT @ rhs), 2 if rhs.dim() >= 2 else 1)
 
     def _t_matmul(self, rhs: Tensor) -> Tensor:
         return self._matmul(rhs)
@@ -139,7 +163,8 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
         return self._scale(self.features.square().sum(-1), 1)
 
     def to_dense(self) -> Tensor:
-        return self._scale(self.features @ self.features.mT, 2)
+        features = self.features
+        return self._scale(features @ features.mT, 2)
 
     # ------------------------------------------------------------------ adding the noise
     def add_diagonal(self, diag: Tensor) -> FeatureRootAddedDiagLinearOperator:

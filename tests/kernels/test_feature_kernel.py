@@ -12,11 +12,13 @@ from __future__ import annotations
 import copy
 import pickle
 
+import gpytorch
 import pytest
 import torch
 from gpytorch.kernels import Kernel, RBFKernel, ScaleKernel
 from linear_operator.operators import LowRankRootLinearOperator, MatmulLinearOperator
 
+import gprf
 import gprf.kernels
 from gprf.exceptions import LowRankStructureWarning
 from gprf.features import Skeleton
@@ -41,6 +43,7 @@ from gprf.kernels.feature_kernel import feature_versions, same_inputs
 from gprf.linalg import FeatureRootLinearOperator, SignedRootLinearOperator, feature_root
 from tests.conftest import concrete_exported_classes
 from tests.kernels.conftest import SPECTRUM
+from tests.prediction.conftest import make_data, make_model
 
 
 @pytest.fixture
@@ -361,3 +364,78 @@ def test_feature_sum_of_scale_free_kernels_reports_the_dtype_of_its_draws():
         ArcCosineQuadratureKernel(1, num_dims=3, seed=0), ArcCosineQuadratureKernel(1, num_dims=3, seed=1)
     )
     assert total.double().dtype == torch.float64 and total.device == torch.device("cpu")
+
+
+# ---------------------------------------------------------------------- marginal likelihood over row chunks
+def _chunked_model(likelihood_kind: str, batch_shape=torch.Size()):
+    x, y = make_data(n=50, batch_shape=tuple(batch_shape))
+    if likelihood_kind == "heteroscedastic":
+        noise = 0.02 + 0.1 * torch.rand(*batch_shape, 50, generator=torch.Generator().manual_seed(2), dtype=x.dtype)
+        likelihood = gpytorch.likelihoods.FixedNoiseGaussianLikelihood(noise, batch_shape=batch_shape)
+    else:
+        likelihood = None
+    model = make_model(x, y, likelihood=likelihood, num_features=16, batch_shape=batch_shape).train()
+    return model, x, y
+
+
+def _mll_and_grads(model, x, y):
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
+    value = mll(model(x), y).sum()
+    params = [param for param in model.parameters() if param.requires_grad]
+    return value, torch.autograd.grad(value, params)
+
+
+@pytest.mark.parametrize("chunk_size", [7, 10, 49])
+@pytest.mark.parametrize(
+    "likelihood_kind, batch_shape",
+    [("homoscedastic", torch.Size()), ("heteroscedastic", torch.Size()), ("homoscedastic", torch.Size([2]))],
+    ids=["homoscedastic", "heteroscedastic", "batch"],
+)
+def test_marginal_likelihood_and_gradients_equal_with_row_chunks(chunk_size, likelihood_kind, batch_shape):
+    model, x, y = _chunked_model(likelihood_kind, batch_shape)
+    with gprf.settings.feature_chunk_size(chunk_size):
+        root = feature_root(model.covar_module(x))
+        assert root.is_lazy and root.num_points == 50 and root.num_columns == 16
+        value, grads = _mll_and_grads(model, x, y)
+    with gprf.settings.feature_chunk_size(False):
+        assert not feature_root(model.covar_module(x)).is_lazy
+        expected_value, expected_grads = _mll_and_grads(model, x, y)
+    torch.testing.assert_close(value, expected_value, rtol=1e-10, atol=1e-10)
+    assert len(grads) >= 3  # mean, outputscale, lengthscale (and a learned noise)
+    for actual, reference in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(actual, reference, rtol=1e-9, atol=1e-10)
+
+
+def test_chunked_marginal_likelihood_saves_nothing_of_size_n_by_f():
+    """Bytes saved for backward by one marginal likelihood stay below a quarter of the root's N x F."""
+    x, y = make_data(n=3000)
+    model = make_model(x, y, num_features=128).train()
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
+    saved = []
+
+    def pack(tensor):
+        saved.append(tensor.numel() * tensor.element_size())
+        return tensor
+
+    root_bytes = 3000 * model.covar_module.base_kernel.root_dim * 8
+    for setting in (512, False):
+        saved.clear()
+        with gprf.settings.feature_chunk_size(setting), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            mll(model(x), y)
+        if setting:
+            assert sum(saved) < root_bytes / 4
+        else:
+            assert sum(saved) > root_bytes  # the formed root is kept: the check can fail
+
+
+def test_lazy_root_is_formed_only_by_consumers_of_the_root(x64):
+    kernel = _kernel64()
+    with gprf.settings.feature_chunk_size(8):
+        covariance = kernel(x64).evaluate_kernel()
+        assert isinstance(covariance, FeatureRootLinearOperator) and feature_root(covariance).is_lazy
+        assert covariance.shape == (30, 30)
+        torch.testing.assert_close(covariance.to_dense(), kernel.features(x64) @ kernel.features(x64).mT)
+        block = covariance[:12, :12]
+        assert feature_root(block).is_lazy
+        torch.testing.assert_close(block.to_dense(), covariance.to_dense()[:12, :12])
+        assert covariance.detach().feature_root.features.grad_fn is None

@@ -1,14 +1,21 @@
-"""The factorisation home: CapacitanceFactor updates, factor_capacitance and its check of the training rows."""
+"""The factorisation home: CapacitanceFactor updates, factor_capacitance and its check of the training rows, and the
+float32 Gram formed again with float64 products when its rounding is too large (a float32 model at noise 1e-6)."""
 
 from __future__ import annotations
 
+import math
+
+import gpytorch
 import pytest
 import torch
+from linear_operator.operators import ConstantDiagLinearOperator
 
 import gprf
 from gprf.exceptions import NonFiniteTrainingDataError
-from gprf.linalg import CapacitanceFactor, factor_capacitance
-from gprf.linalg.capacitance import nonfinite_rows
+from gprf.kernels import RandomFourierKernel
+from gprf.linalg import CapacitanceFactor, FeatureRootLinearOperator, factor_capacitance
+from gprf.linalg.capacitance import GRAM_ROUNDING_TOLERANCE, gram_rounding_exceeds, nonfinite_rows
+from tests.prediction.conftest import ExactModel
 
 
 def _random_gram(f: int, seed: int, batch=()):
@@ -116,3 +123,52 @@ def test_nonfinite_rows_marks_rows_across_batch_members():
     features[1, 5, 0] = float("inf")
     mask = nonfinite_rows(features, noise, rhs)
     assert mask.shape == (2, 12) and mask.sum() == 1 and bool(mask[1, 5])
+
+
+def test_gram_rounding_check_is_none_for_exact_products_and_scales_with_the_trace():
+    gram = torch.eye(4, dtype=torch.float64)
+    assert gram_rounding_exceeds(gram, torch.float64) is None
+    unit = torch.finfo(torch.float32).eps / 2
+    assert not bool(gram_rounding_exceeds(gram * 0.9 * GRAM_ROUNDING_TOLERANCE / (4 * unit), torch.float32))
+    assert bool(gram_rounding_exceeds(gram * 1.1 * GRAM_ROUNDING_TOLERANCE / (4 * unit), torch.float32))
+
+
+@pytest.mark.parametrize("num_features", [512, 1024])
+def test_float32_model_at_noise_1e_minus_6_matches_float64(num_features):
+    r"""A float32 Gram at noise 1e-6 (N = 2000) is rounded by far more than the identity it is added to; the
+    factorisation forms it again with float64 products instead of raising NotPSDError.
+
+    The float64 model has the same (float32-rounded) data. What remains is the float32 model's own rounding: of its
+    features :math:`R` and noise :math:`\sigma^2` (to first order :math:`|\delta f| \le \sum|\partial f/\partial
+    R|\,|\delta R| + |\partial f/\partial\sigma^2|\,|\delta\sigma^2|` for the marginal likelihood :math:`f`, with
+    the float64 gradient and the actual float32 rounding) and the float32 rounding of the two terms and their sum
+    that GPyTorch combines (:math:`3u(|y^\top K^{-1}y| + |\log\det K| + N\log 2\pi)/(2N)`).
+    """
+    generator = torch.Generator().manual_seed(0)
+    x = torch.rand(2000, 3, generator=generator)
+    y = torch.sin(4 * x).sum(-1) + 0.1 * torch.randn(2000, generator=generator)
+    values, roots, noises = {}, {}, {}
+    for dtype in (torch.float32, torch.float64):
+        likelihood = gpytorch.likelihoods.GaussianLikelihood(noise_constraint=gpytorch.constraints.GreaterThan(1e-9))
+        kernel = RandomFourierKernel(num_features, num_dims=3, sampler="orthogonal", seed=0)
+        model = ExactModel(x.to(dtype), y.to(dtype), likelihood, kernel).to(dtype).train()
+        likelihood.noise = 1e-6
+        mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
+        values[dtype] = mll(model(x.to(dtype)), y.to(dtype)).detach()
+        with torch.no_grad():
+            roots[dtype], noises[dtype] = kernel.features(x.to(dtype)).double(), likelihood.noise.double()
+    assert values[torch.float32].dtype == torch.float32 and torch.isfinite(values[torch.float32])
+
+    root = roots[torch.float64].requires_grad_(True)
+    noise = noises[torch.float64].requires_grad_(True)
+    operator = FeatureRootLinearOperator(root) + ConstantDiagLinearOperator(noise, diag_shape=2000)
+    inv_quad, logdet = operator.inv_quad_logdet(y.double().unsqueeze(-1), logdet=True)
+    constant = 2000 * math.log(2 * math.pi)
+    reference = -(inv_quad + logdet + constant) / 4000
+    torch.testing.assert_close(reference.detach(), values[torch.float64], rtol=1e-12, atol=0)
+    grad_root, grad_noise = torch.autograd.grad(reference, (root, noise))
+    first_order = (grad_root.abs() * (roots[torch.float32] - root.detach()).abs()).sum()
+    first_order = first_order + (grad_noise.abs() * (noises[torch.float32] - noise.detach()).abs()).sum()
+    unit = torch.finfo(torch.float32).eps / 2
+    output_rounding = 3 * unit * (inv_quad.abs() + logdet.abs() + constant).detach() / 4000
+    assert (values[torch.float32].double() - values[torch.float64]).abs() <= first_order + output_rounding
