@@ -334,9 +334,9 @@ def cg_feature_space_terms(root: FeatureRoot, rhs: Tensor | None, logdet: bool, 
     (with their fused backward). Non-finite training rows raise
     :class:`~gprf.exceptions.NonFiniteTrainingDataError` with their count, as the Cholesky route does.
     """
-    features = root.features
-    noise = root.noise.to(features.dtype)
-    outputscale = None if root.outputscale is None else root.outputscale.to(features.dtype)
+    features = root.source  # a lazy root is summed over row chunks, never formed
+    noise = root.noise.to(root.dtype)
+    outputscale = None if root.outputscale is None else root.outputscale.to(root.dtype)
     gram, projection = weighted_sums(features, noise, rhs, outputscale)
     finite = torch.isfinite(gram).all()
     if projection is not None:
