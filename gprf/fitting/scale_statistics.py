@@ -8,7 +8,8 @@ offset :math:`m_0` and the model
 
 the outputscale :math:`s`, the noise :math:`\sigma^2` and the constant :math:`c` enter the exact log marginal
 likelihood only through a few sums. With the eigendecomposition :math:`G = \Phi^\top\Phi = V\Lambda V^\top`
-(one :math:`O(NF^2 + F^3)` computation) and
+(one :math:`O(NF^2 + F^3)` computation, in which :math:`V` itself is never formed on the CPU:
+:mod:`gprf.fitting.spectral_projections`) and
 
 .. math::
     a = V^\top\Phi^\top(y - m_0), \quad b = V^\top\Phi^\top\mathbf 1, \quad
@@ -34,10 +35,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import Tensor
 
+from gprf.fitting.spectral_projections import spectral_projections
 from gprf.linalg import symmetric_gram
 from gprf.settings import factor_dtype
 
@@ -83,13 +86,17 @@ class ScaleStatistics:
     num_data: int
 
     @classmethod
-    def from_chunks(cls, chunks: Iterable[tuple[Tensor, Tensor]]) -> ScaleStatistics:
+    def from_chunks(
+        cls, chunks: Iterable[tuple[Tensor, Tensor]], method: Literal["auto", "eigh", "tridiagonal"] = "auto"
+    ) -> ScaleStatistics:
         r"""Accumulate :math:`\Phi^\top\Phi`, :math:`\Phi^\top(y - m_0)`, :math:`\Phi^\top\mathbf 1`, :math:`q, t, N`
         over row chunks ``(features (..., n, F), residual y - m0 (..., n))``, then eigendecompose.
 
         Each chunk is cast to the factor dtype and dropped after its sums are added, so no more than one chunk of
-        :math:`\Phi` is held; the cost is :math:`O(NF^2)` for the sums and :math:`O(F^3)` for ``torch.linalg.eigh``.
-        Raises ``ValueError`` for no rows, chunks of different widths or non-finite sums.
+        :math:`\Phi` is held; the cost is :math:`O(NF^2)` for the sums and :math:`O(F^3)` for :math:`\lambda, a, b`
+        (:func:`gprf.fitting.spectral_projections.spectral_projections`: on the CPU in float64 a tridiagonalisation
+        without eigenvectors of :math:`G`, about the cost of ``eigvalsh``; ``torch.linalg.eigh`` otherwise or with
+        ``method="eigh"``). Raises ``ValueError`` for no rows, chunks of different widths or non-finite sums.
         """
         dtype = factor_dtype.value()
         gram = projections = residual_square = residual_sum = None
@@ -119,8 +126,7 @@ class ScaleStatistics:
             raise ValueError("ScaleStatistics.from_chunks got no rows; pass at least one non-empty chunk.")
         if not bool(torch.isfinite(gram).all() & torch.isfinite(projections).all()):
             raise ValueError("The features or the residuals y - m0 contain NaN or infinite values.")
-        eigenvalues, eigenvectors = torch.linalg.eigh(gram)
-        rotated = eigenvectors.mT @ projections
+        eigenvalues, rotated = spectral_projections(gram, projections, method=method)
         return cls(
             # Rounding can leave eigenvalues of a positive semi-definite Gram slightly negative.
             eigenvalues=eigenvalues.clamp_min(0),
