@@ -50,6 +50,9 @@ class ComplexFeaturePredictionStrategy(FeatureSpacePredictionStrategy):
         features = root.features.to(factor_dtype.value())
         return torch.complex(features[..., : columns // 2], features[..., columns // 2 :])
 
+    def _training_features(self, root: FeatureRoot) -> Tensor:
+        return self._weight_features(root)
+
     def _fallback(self, reason: str) -> None:
         # The fallback would silently answer with the real-part-kernel posterior instead: refuse.
         raise ValueError(

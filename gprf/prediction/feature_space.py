@@ -77,6 +77,13 @@ class FeatureSpacePredictionStrategy(DefaultPredictionStrategy):
         """The features of the weight-space model (without the amplitude), in the factor dtype."""
         return root.features.to(factor_dtype.value())
 
+    def _training_features(self, root: FeatureRoot) -> Tensor | None:
+        """The features the training cache factors: ``None`` for the root as it is (in the model dtype, and never
+        formed when it is lazy). The factorisation forms the Gram with the model dtype's GEMM, with products in the
+        factor dtype where that GEMM's rounding would matter (:func:`gprf.linalg.factor_capacitance`), so a float32
+        model does not pay for an :math:`N\times F` float64 copy and a float64 GEMM."""
+        return None
+
     def _like(self, **kwargs) -> FeatureSpacePredictionStrategy:
         """A strategy of the same kind for other training data (fantasies)."""
         return self.__class__(**kwargs)
@@ -98,9 +105,8 @@ class FeatureSpacePredictionStrategy(DefaultPredictionStrategy):
         if train is None or train.noise is None:
             return None
         with torch.no_grad() if settings.detach_test_caches.on() else torch.enable_grad():
-            phi = self._weight_features(train)
-            residual = (self.train_labels - self.train_prior_dist.mean).to(phi.real.dtype)
-            factor, rhs = train.factor(residual.unsqueeze(-1), features=phi)
+            residual = self.train_labels - self.train_prior_dist.mean
+            factor, rhs = train.factor(residual.unsqueeze(-1), features=self._training_features(train))
             rhs = rhs.squeeze(-1)
             posterior = WeightSpacePosterior(factor, rhs, _solve_vector(factor, rhs), train.versions)
         if posterior.mean.grad_fn is not None:

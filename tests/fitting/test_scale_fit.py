@@ -26,6 +26,11 @@ from tests.prediction.conftest import ExactModel, make_data, make_model
 # fitted outputscales are large): it moves the optimum's gradient by up to ~5e-8 (measured). Before the fit the
 # gradients are above 1e-2 (asserted where it matters).
 GRADIENT_TOLERANCE = 2e-7
+# L-BFGS stops where the objective's rounding jitter (1e-14 to 1e-12 near the optimum, measured on both spectral
+# routes) hides its progress. Along flat directions that leaves gradients up to a few 1e-6 (measured 2.3e-6 on the
+# two-output BoTorch model) and parameters a few 1e-9 relative apart between fits that round differently.
+NOISE_FLOOR_GRADIENT = 1e-5
+NOISE_FLOOR_RTOL = 1e-7
 # Agreement of the O(F) objective with GPyTorch's value (the same rounding as above, ~1e-11 relative, plus GPyTorch's).
 VALUE_RTOL = 1e-9
 
@@ -322,8 +327,10 @@ def test_chunking_and_training_mode_do_not_change_the_fit():
         mll.train(training)
         fits.append(fit_scale_hyperparameters(mll, chunk_size=chunk_size))
         assert mll.training == training and model.training == training
-    for name in ("outputscale", "noise", "constant", "mll_after"):
-        torch.testing.assert_close(getattr(fits[0], name), getattr(fits[1], name), rtol=1e-9, atol=0)
+    for name in ("outputscale", "noise", "constant"):
+        torch.testing.assert_close(getattr(fits[0], name), getattr(fits[1], name), rtol=NOISE_FLOOR_RTOL, atol=0)
+    # At the optimum the value is flat in those directions: it agrees far more closely.
+    torch.testing.assert_close(fits[0].mll_after, fits[1].mll_after, rtol=1e-10, atol=0)
     assert "mll/N" in str(fits[0]) and "noise" in str(fits[0])
 
 
@@ -427,4 +434,4 @@ def test_botorch_random_feature_model_with_two_outputs():
         after = without_lengthscale_prior(_gpytorch_value(mll))
     torch.testing.assert_close(result.mll_after, after, rtol=VALUE_RTOL, atol=0)
     for name, gradient in _gpytorch_gradients(mll).items():
-        assert gradient.abs().max() < GRADIENT_TOLERANCE, (name, gradient)
+        assert gradient.abs().max() < NOISE_FLOOR_GRADIENT, (name, gradient)
