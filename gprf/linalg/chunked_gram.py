@@ -34,7 +34,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from gprf.linalg.weighted_gram import weighted_gram
+from gprf.linalg.weighted_gram import _add_outer, weighted_gram
 
 FeatureFunction = Callable[[Tensor], Tensor]
 
@@ -61,14 +61,14 @@ class _ChunkedGramProjection(torch.autograd.Function):
             stop = min(start + chunk_size, inputs.size(-2))
             root = _chunk_features(feature_fn, inputs[..., start:stop, :])
             chunk_noise = _chunk_noise(noise, start, stop)
-            chunk_gram = weighted_gram(root.to(product_dtype), chunk_noise.to(product_dtype)).to(accumulate)
+            chunk_gram = weighted_gram(root.to(product_dtype), chunk_noise.to(product_dtype))
             weighted_rhs = rhs[..., start:stop, :] / chunk_noise.unsqueeze(-1)
             chunk_projection = root.to(accumulate).mT @ weighted_rhs
             if gram is None:
-                gram, projection = chunk_gram, chunk_projection
-            else:
-                gram = gram + chunk_gram
-                projection = projection + chunk_projection
+                gram, projection = chunk_gram.to(accumulate), chunk_projection
+            else:  # in place, promoting each chunk's Gram (the first chunk has broadcast both to the batch)
+                gram += chunk_gram
+                projection += chunk_projection
         ctx.feature_fn, ctx.chunk_size, ctx.product_dtype = feature_fn, chunk_size, product_dtype
         ctx.save_for_backward(inputs, noise, rhs, gram, projection, *params)
         return gram, projection
@@ -82,6 +82,7 @@ class _ChunkedGramProjection(torch.autograd.Function):
         wrt_params = [params[i] for i in param_index]
         symmetric = grad_gram + grad_gram.mT
         symmetric_products = symmetric.to(ctx.product_dtype)
+        grad_projection_products = grad_projection.to(ctx.product_dtype)
         constant = noise.size(-1) == 1
         grad_inputs = torch.zeros_like(inputs) if needs_inputs else None
         grad_rhs = torch.zeros_like(rhs) if needs_rhs else None
@@ -97,19 +98,23 @@ class _ChunkedGramProjection(torch.autograd.Function):
             chunk_inputs = inputs[..., start:stop, :].detach().requires_grad_(needs_inputs)
             with torch.enable_grad():
                 root = _chunk_features(ctx.feature_fn, chunk_inputs)
-            values = root.detach()
-            inverse = 1 / _chunk_noise(noise, start, stop).unsqueeze(-1)
-            chunk_rhs = rhs[..., start:stop, :]
-            # Q = R (dG + dG^T) in the product dtype, R dP in the accumulation dtype (as in the forward pass).
-            gram_part = values.to(ctx.product_dtype) @ symmetric_products
-            root_grad_projection = values.to(rhs.dtype) @ grad_projection
-            grad_root = (gram_part.to(rhs.dtype) + chunk_rhs @ grad_projection.mT) * inverse
+            # The chunk gradients in the product dtype, as the forward products (no N x F cast in float32 models).
+            values = root.detach().to(ctx.product_dtype)
+            inverse = (1 / _chunk_noise(noise, start, stop).unsqueeze(-1)).to(ctx.product_dtype)
+            chunk_rhs = rhs[..., start:stop, :].to(ctx.product_dtype)
+            # Q = R (dG + dG^T) + Y dP^T accumulated into one GEMM's output (broadcast to the batch first).
+            combined = values @ symmetric_products
+            batch = combined.shape[:-2]
+            root_grad_projection = values @ grad_projection_products
+            chunk_rhs = chunk_rhs.expand(*batch, *chunk_rhs.shape[-2:])
+            combined = _add_outer(combined, chunk_rhs, grad_projection_products.mT.expand(*batch, -1, -1))
+            grad_root = combined * inverse
             if needs_rhs:
-                grad_rhs[..., start:stop, :] = (root_grad_projection * inverse).sum_to_size(chunk_rhs.shape)
+                chunk_grad_rhs = (root_grad_projection * inverse).to(rhs.dtype)
+                grad_rhs[..., start:stop, :] = chunk_grad_rhs.sum_to_size(grad_rhs[..., start:stop, :].shape)
             if needs_noise and not constant:
-                quadratic = 0.5 * (gram_part.to(rhs.dtype) * values).sum(-1)
-                quadratic = quadratic + (chunk_rhs * root_grad_projection).sum(-1)
-                chunk_grad_noise = -quadratic * inverse.squeeze(-1).square()
+                quadratic = 0.5 * ((combined * values).sum(-1) + (chunk_rhs * root_grad_projection).sum(-1))
+                chunk_grad_noise = (-quadratic * inverse.squeeze(-1).square()).to(noise.dtype)
                 grad_noise[..., start:stop] = chunk_grad_noise.sum_to_size(grad_noise[..., start:stop].shape)
             targets = ([chunk_inputs] if needs_inputs else []) + wrt_params
             if not targets or not root.requires_grad:
