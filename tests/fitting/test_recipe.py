@@ -11,7 +11,7 @@ from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihoo
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 import gprf
-from gprf.fitting.recipe import FIT_MLL_OPTIONS
+from gprf.fitting.recipe import FIT_MLL_OPTIONS, _lbfgs, _loss
 from gprf.kernels import QuadratureKernel, RandomFourierKernel
 
 
@@ -105,6 +105,38 @@ def test_a_time_budget_stops_tuning_early():
     gprf.fit_mll(mll, time_budget=1e-6, tune_features=64, tune_rows=500, callback=lambda stage, _: stages.append(stage))
     # The first step already spends the tuning share of the budget; the exact refit still runs.
     assert stages == ["tune 1", "tune", "scale"]
+
+
+class _EvaluationClock:
+    """A fit clock whose seconds left are ``budget`` minus the marginal-likelihood evaluations made so far."""
+
+    def __init__(self, model, budget: int):
+        self.evaluations, self.budget = 0, budget
+        forward = model.forward
+
+        def counted(*args):
+            self.evaluations += 1
+            return forward(*args)
+
+        model.forward = counted
+
+    def left(self) -> float:
+        return float(self.budget - self.evaluations)
+
+
+def test_finishing_stops_before_an_evaluation_the_budget_cannot_cover_and_keeps_the_best_point():
+    mll = _model(n=200, num_features=32)
+    model = mll.model
+    clock = _EvaluationClock(model, budget=3)
+    mll.train()
+    losses = []
+    # Evaluations are estimated at half a "second" each: the fourth would start with none left.
+    _lbfgs(mll, steps=50, clock=clock, estimate=0.5, report=losses.append)
+    assert clock.evaluations == 3
+    # A line search cut short leaves L-BFGS at a trial point: the parameters are set back to the best one seen.
+    with torch.no_grad():
+        final = _loss(mll).item()
+    assert final == pytest.approx(losses[-1].item(), rel=1e-12)
 
 
 def test_kernels_without_nested_draws_tune_at_full_size():
