@@ -13,7 +13,7 @@ from linear_operator.operators import ConstantDiagLinearOperator
 import gprf
 from gprf.exceptions import NonFiniteTrainingDataError
 from gprf.kernels import RandomFourierKernel
-from gprf.linalg import CapacitanceFactor, FeatureRootLinearOperator, factor_capacitance
+from gprf.linalg import CapacitanceFactor, FeatureRootLinearOperator, capacitance, factor_capacitance
 from gprf.linalg.capacitance import GRAM_ROUNDING_TOLERANCE, gram_rounding_exceeds, nonfinite_rows
 from tests.prediction.conftest import ExactModel
 
@@ -131,6 +131,29 @@ def test_gram_rounding_check_is_none_for_exact_products_and_scales_with_the_trac
     unit = torch.finfo(torch.float32).eps / 2
     assert not bool(gram_rounding_exceeds(gram * 0.9 * GRAM_ROUNDING_TOLERANCE / (4 * unit), torch.float32))
     assert bool(gram_rounding_exceeds(gram * 1.1 * GRAM_ROUNDING_TOLERANCE / (4 * unit), torch.float32))
+
+
+@pytest.mark.parametrize("noise_scale, exact_first", [(1.0, False), (1e-9, True)])
+def test_cpu_roots_decide_on_exact_products_before_forming_the_gram(monkeypatch, noise_scale, exact_first):
+    """On the CPU the rounding test reads the Gram's trace from the rows (no device to synchronise with): a float32
+    Gram that the test would reject is never formed, and the factor is the one with float64 products."""
+    features, noise, rhs = _rows()
+    features, noise, rhs = features.float(), (noise * noise_scale).float(), rhs.float()
+    calls = []
+    original = capacitance.weighted_sums
+
+    def recording(*args, exact_products=False, **kwargs):
+        calls.append(exact_products)
+        return original(*args, exact_products=exact_products, **kwargs)
+
+    monkeypatch.setattr(capacitance, "weighted_sums", recording)
+    factor, projection = factor_capacitance(features, noise, rhs)
+    assert calls == [exact_first]
+    expected, expected_projection = original(features, noise, rhs, exact_products=True)
+    if exact_first:
+        eye = torch.eye(expected.size(-1), dtype=expected.dtype)
+        torch.testing.assert_close(factor.cholesky, torch.linalg.cholesky(expected + eye), rtol=1e-12, atol=0)
+        torch.testing.assert_close(projection, expected_projection, rtol=1e-12, atol=0)
 
 
 @pytest.mark.parametrize("num_features", [512, 1024])
