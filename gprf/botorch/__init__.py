@@ -8,10 +8,12 @@ feature kernel after BoTorch was imported; gprf itself never imports BoTorch)
   ``get_matheron_path_model`` and ``PathwiseThompsonSampling`` sample exactly from the finite model;
 * draws the prior path weights with one quasi-random point per path (:mod:`gprf.botorch.prior`; BoTorch's
   default weights are biased for batched, e.g. multi-output, models);
-* routes BoTorch's Gaussian pathwise update for ``ExactGP`` models whose covariance is a gprf feature
-  kernel through :func:`weight_space_update` (:math:`O(NF^2 + F^3 + SNF)` instead of a dense
-  :math:`N\\times N` Cholesky broadcast over samples); every other model keeps BoTorch's own update and prior
-  sampler, bit for bit (:mod:`gprf.botorch.dispatch`);
+* draws BoTorch's Matheron paths for ``ExactGP`` models whose covariance is a gprf feature kernel in weight space,
+  without evaluating the prior paths at the training inputs (:func:`weight_space_matheron_paths`:
+  :math:`O(NF^2 + F^3 + SF^2)` work, no :math:`S\\times N` values), and routes BoTorch's Gaussian pathwise update
+  for them through :func:`weight_space_update` (:math:`O(NF^2 + F^3 + SNF)` instead of a dense :math:`N\\times N`
+  Cholesky broadcast over samples); every other model keeps BoTorch's own paths, update and prior sampler, bit for
+  bit (:mod:`gprf.botorch.dispatch`);
 * provides :class:`RandomFeatureSingleTaskGP`.
 """
 
@@ -22,6 +24,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 
 from gprf.botorch import dispatch  # noqa: F401  (the registrations)
 from gprf.botorch.features import KernelRootFeatureMap
+from gprf.botorch.matheron import weight_space_matheron_paths
 from gprf.botorch.models import RandomFeatureSingleTaskGP, output_batch_dims
 from gprf.botorch.prior import path_weights
 from gprf.botorch.update import weight_space_update
@@ -31,5 +34,6 @@ __all__ = [
     "RandomFeatureSingleTaskGP",
     "output_batch_dims",
     "path_weights",
+    "weight_space_matheron_paths",
     "weight_space_update",
 ]

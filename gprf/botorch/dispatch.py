@@ -14,12 +14,16 @@ from functools import partial
 from typing import Any
 
 from botorch.sampling.pathwise.paths import GeneralizedLinearPath
-from botorch.sampling.pathwise.prior_samplers import DrawKernelFeaturePaths
+from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths, MatheronPath
+from botorch.sampling.pathwise.prior_samplers import DrawKernelFeaturePaths, draw_kernel_feature_paths
 from botorch.sampling.pathwise.update_strategies import GaussianUpdate
+from botorch.sampling.pathwise.update_strategies import gaussian_update as botorch_default_update
 from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood, Likelihood
 from gpytorch.models import ExactGP
+from torch import Size
 
 from gprf.botorch.features import gen_root_features
+from gprf.botorch.matheron import weight_space_matheron_paths
 from gprf.botorch.prior import path_weights
 from gprf.botorch.update import weight_space_update
 from gprf.kernels import is_feature_kernel
@@ -27,6 +31,7 @@ from gprf.kernels import is_feature_kernel
 # The handlers BoTorch registered for these signatures, found before gprf adds its own entries.
 botorch_prior_paths = DrawKernelFeaturePaths.dispatch(ExactGP)
 botorch_gaussian_update = GaussianUpdate.dispatch(ExactGP, GaussianLikelihood)
+botorch_matheron_paths = DrawMatheronPaths.dispatch(ExactGP)
 
 
 @DrawKernelFeaturePaths.register(ExactGP)
@@ -49,3 +54,22 @@ def gaussian_update(
     if scale_tril is None and is_feature_kernel(model.covar_module):
         return weight_space_update(model, likelihood, **kwargs)
     return botorch_gaussian_update(model, likelihood, scale_tril=scale_tril, **kwargs)
+
+
+@DrawMatheronPaths.register(ExactGP)
+def draw_matheron_paths(
+    model: ExactGP, *, sample_shape: Size, prior_sampler: Any, update_strategy: Any
+) -> MatheronPath:
+    """:func:`~gprf.botorch.matheron.weight_space_matheron_paths` (no :math:`S\times N` values) for gprf kernels with
+    a Gaussian likelihood and BoTorch's default prior sampler and update; BoTorch's route for every other model
+    and whenever the caller chooses another sampler or update strategy."""
+    if (
+        is_feature_kernel(model.covar_module)
+        and isinstance(model.likelihood, (GaussianLikelihood, FixedNoiseGaussianLikelihood))
+        and prior_sampler is draw_kernel_feature_paths
+        and update_strategy is botorch_default_update
+    ):
+        return weight_space_matheron_paths(model, sample_shape)
+    return botorch_matheron_paths(
+        model, sample_shape=sample_shape, prior_sampler=prior_sampler, update_strategy=update_strategy
+    )

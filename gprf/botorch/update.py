@@ -35,11 +35,36 @@ from gpytorch.likelihoods import Likelihood
 from gpytorch.models import ExactGP
 from linear_operator.operators import LinearOperator, ZeroLinearOperator
 from torch import Tensor
+from torch.nn import Module
 
 from gprf.botorch.features import KernelRootFeatureMap
 from gprf.kernels import is_feature_kernel
 from gprf.linalg import feature_root
 from gprf.settings import factor_dtype
+
+
+def check_update_kernel(kernel: Module) -> None:
+    """Raise unless ``kernel`` (a model's ``covar_module``) is a gprf feature kernel, optionally in ``ScaleKernel``."""
+    if not is_feature_kernel(kernel):
+        raise TypeError(
+            f"The weight-space update needs a gprf random-feature covar_module (optionally in ScaleKernel); "
+            f"{type(kernel).__name__} has no finite feature map."
+        )
+
+
+def observation_noise(
+    likelihood: Likelihood, points: Tensor, noise_covariance: Tensor | LinearOperator | None = None
+) -> Tensor:
+    """The observation-noise variances ``(..., N)`` at ``points`` (the likelihood's unless ``noise_covariance``, a
+    diagonal covariance, is given); a clear error for noise-free covariances."""
+    if noise_covariance is None:
+        noise_covariance = likelihood.noise_covar(shape=points.shape[:-1])
+    if isinstance(noise_covariance, ZeroLinearOperator):
+        raise ValueError(
+            "The weight-space update needs positive observation noise (the capacitance I + Phi^T Sigma^-1 Phi "
+            "divides by it); give the likelihood a noise floor."
+        )
+    return noise_covariance.diagonal(dim1=-2, dim2=-1)
 
 
 def weight_space_update(
@@ -67,29 +92,18 @@ def weight_space_update(
         A path :math:`x \mapsto \phi(x)^\top v` with weights ``v`` of shape ``sample_shape x batch x F``.
     """
     kernel = model.covar_module
-    if not is_feature_kernel(kernel):
-        raise TypeError(
-            f"weight_space_update needs a gprf random-feature covar_module (optionally in ScaleKernel); "
-            f"{type(kernel).__name__} has no finite feature map."
-        )
+    check_update_kernel(kernel)
     if points is None:
         (points,) = get_train_inputs(model, transformed=True)
     if target_values is None:
         target_values = get_train_targets(model, transformed=True)
-    if noise_covariance is None:
-        noise_covariance = likelihood.noise_covar(shape=points.shape[:-1])
-    if isinstance(noise_covariance, ZeroLinearOperator):
-        raise ValueError(
-            "The weight-space update needs positive observation noise (the capacitance I + Phi^T Sigma^-1 Phi "
-            "divides by it); give the likelihood a noise floor."
-        )
     dtype = factor_dtype.value()
     root = feature_root(kernel(points))
     phi = root.features.to(dtype)  # batch x N x F
-    noise = noise_covariance.diagonal(dim1=-2, dim2=-1).to(dtype).expand(phi.shape[:-1])
+    noise = observation_noise(likelihood, points, noise_covariance).to(dtype).expand(phi.shape[:-1])
 
-    observation_noise = noise.sqrt() * torch.randn_like(sample_values, dtype=dtype)
-    errors = target_values.to(dtype) - sample_values.to(dtype) - observation_noise
+    noise_draws = noise.sqrt() * torch.randn_like(sample_values, dtype=dtype)
+    errors = target_values.to(dtype) - sample_values.to(dtype) - noise_draws
 
     # Solve with the samples as columns: C^{-1} Phi^T Sigma^{-1} E for E of shape batch x N x S.
     batch_ndim = phi.dim() - 2

@@ -14,7 +14,7 @@ import pytest
 import torch
 from botorch.acquisition.thompson_sampling import PathwiseThompsonSampling
 from botorch.models import SingleTaskGP
-from botorch.sampling.pathwise import draw_matheron_paths
+from botorch.sampling.pathwise import draw_matheron_paths, gaussian_update
 from gpytorch.kernels import ScaleKernel
 
 import gprf.botorch.dispatch as gprf_dispatch
@@ -106,12 +106,30 @@ def test_matheron_paths_reproduce_the_posterior(num_outputs, device):
     assert ((sample_covariance - exact) / standard_error).abs().max() < Z_BOUND
 
 
-def test_gprf_models_dispatch_to_the_weight_space_update():
+def test_gprf_models_draw_matheron_paths_in_weight_space():
     model = make_botorch_model()
     model.eval()
-    with mock.patch.object(gprf_dispatch, "weight_space_update", wraps=gprf_dispatch.weight_space_update) as spy:
+    with (
+        mock.patch.object(
+            gprf_dispatch, "weight_space_matheron_paths", wraps=gprf_dispatch.weight_space_matheron_paths
+        ) as paths,
+        mock.patch.object(gprf_dispatch, "weight_space_update", wraps=gprf_dispatch.weight_space_update) as update,
+    ):
         draw_matheron_paths(model, torch.Size([3]))
-    assert spy.call_count == 1
+    assert paths.call_count == 1 and update.call_count == 0
+
+
+def test_a_caller_chosen_update_strategy_takes_botorch_route_and_gprf_update():
+    """BoTorch's route evaluates the prior paths at the training inputs and calls the strategy, whose Gaussian
+    update dispatches to gprf's weight-space update for gprf kernels."""
+    model = make_botorch_model()
+    model.eval()
+    with (
+        mock.patch.object(gprf_dispatch, "weight_space_matheron_paths") as paths,
+        mock.patch.object(gprf_dispatch, "weight_space_update", wraps=gprf_dispatch.weight_space_update) as update,
+    ):
+        draw_matheron_paths(model, torch.Size([3]), update_strategy=lambda **kwargs: gaussian_update(**kwargs))
+    assert paths.call_count == 0 and update.call_count == 1
 
 
 def test_other_models_keep_botorch_update():

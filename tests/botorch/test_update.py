@@ -68,5 +68,5 @@ def test_update_of_a_kernel_without_a_feature_root_is_refused():
 
     x = torch.rand(10, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     model = SingleTaskGP(x, x.sum(-1, keepdim=True))
-    with pytest.raises(TypeError, match="weight_space_update needs a gprf random-feature covar_module"):
+    with pytest.raises(TypeError, match="weight-space update needs a gprf random-feature covar_module"):
         weight_space_update(model, model.likelihood, sample_values=torch.zeros(2, 10, dtype=torch.float64))

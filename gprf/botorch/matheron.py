@@ -1,0 +1,108 @@
+r"""Matheron paths of gprf models drawn in weight space: memory that does not grow with points times paths.
+
+BoTorch's ``draw_matheron_paths`` evaluates every prior path at every training input (:math:`S\times N` values) and
+hands them to the Gaussian update, which forms residuals and observation-noise draws of the same size. For a gprf
+model the prior path is :math:`f = \tilde\Phi w` with the kernel's own scaled features
+:math:`\tilde\Phi = \sqrt s\,R`, so the update weights of Matheron's rule
+
+.. math::
+    v = C^{-1}\tilde\Phi^\top\Sigma^{-1}(y - \tilde\Phi w - \varepsilon) = C^{-1}(p - Gw - \xi), \qquad
+    G = \tilde\Phi^\top\Sigma^{-1}\tilde\Phi,\; C = I + G,\; p = \tilde\Phi^\top\Sigma^{-1}y,
+
+need only :math:`F`-dimensional quantities: :math:`\xi = \tilde\Phi^\top\Sigma^{-1}\varepsilon` with
+:math:`\varepsilon \sim N(0, \Sigma)` is distributed as :math:`N(0, G)` and is drawn exactly in feature space from
+the eigendecomposition :math:`G = V\Lambda V^\top` as :math:`\xi = V\Lambda^{1/2}V^\top z`,
+:math:`z \sim N(0, I_F)`.
+:math:`G` and :math:`p` are summed over row chunks when the root is chunked (:class:`gprf.settings.feature_chunk_size`),
+and :math:`G = LL^\top - I` is read back from the Cholesky factor :math:`L` of :math:`C`. Work
+:math:`O(NF^2 + F^3 + SF^2)`, memory :math:`O(\text{chunk}\cdot F + F^2 + SF)`; the :math:`S` paths are the columns
+of one solve. The posterior paths have the same distribution as with the update of sampled values at the
+training inputs (:func:`~gprf.botorch.weight_space_update`); Matheron's rule for pathwise conditioning is that of
+Wilson et al. (2020, 2021).
+
+References:
+    * J. T. Wilson, V. Borovitskiy, A. Terenin, P. Mostowsky, M. P. Deisenroth. *Efficiently Sampling Functions from
+      Gaussian Process Posteriors.* International Conference on Machine Learning (ICML), 2020.
+    * J. T. Wilson, V. Borovitskiy, A. Terenin, P. Mostowsky, M. P. Deisenroth. *Pathwise Conditioning of Gaussian
+      Processes.* Journal of Machine Learning Research 22, 2021.
+"""
+
+from __future__ import annotations
+
+import torch
+from botorch.sampling.pathwise.paths import GeneralizedLinearPath
+from botorch.sampling.pathwise.posterior_samplers import MatheronPath
+from botorch.sampling.pathwise.prior_samplers import draw_kernel_feature_paths
+from botorch.sampling.pathwise.utils import (
+    get_input_transform,
+    get_output_transform,
+    get_train_inputs,
+    get_train_targets,
+)
+from botorch.utils.context_managers import delattr_ctx
+from botorch.utils.transforms import is_ensemble
+from gpytorch.models import ExactGP
+from torch import Size, Tensor
+
+from gprf.botorch.features import KernelRootFeatureMap
+from gprf.botorch.update import check_update_kernel, observation_noise
+from gprf.linalg import feature_root
+from gprf.settings import factor_dtype
+
+
+def weight_space_matheron_paths(model: ExactGP, sample_shape: Size) -> MatheronPath:
+    r"""Posterior sample paths of ``model`` by Matheron's rule with the update in weight space (module docstring).
+
+    Args:
+        model: An ``ExactGP`` (e.g. BoTorch's ``SingleTaskGP``) whose ``covar_module`` is a gprf feature kernel,
+            optionally inside ``ScaleKernel``, with a Gaussian likelihood (homoscedastic, fixed or batched noise).
+        sample_shape: Sizes of the sample dimensions.
+
+    Returns:
+        BoTorch's ``MatheronPath``: prior paths :math:`x \mapsto \tilde\phi(x)^\top w` and update paths
+        :math:`x \mapsto \tilde\phi(x)^\top v`, weights ``sample_shape x batch x F``, with the model's input and
+        output transforms; what ``draw_matheron_paths`` returns for other models.
+    """
+    kernel = model.covar_module
+    check_update_kernel(kernel)
+    (points,) = get_train_inputs(model, transformed=True)
+    targets = get_train_targets(model, transformed=True)
+    with delattr_ctx(model, "outcome_transform"):
+        prior_paths = draw_kernel_feature_paths(model=model, sample_shape=sample_shape)
+        weights = _update_weights(model, points, targets, prior_paths.weight)
+    feature_map = KernelRootFeatureMap(kernel)
+    feature_map.input_transform = get_input_transform(model)
+    update_paths = GeneralizedLinearPath(
+        feature_map=feature_map, weight=weights.to(prior_paths.weight.dtype), is_ensemble=is_ensemble(model)
+    )
+    return MatheronPath(
+        prior_paths=prior_paths, update_paths=update_paths, output_transform=get_output_transform(model)
+    )
+
+
+def _update_weights(model: ExactGP, points: Tensor, targets: Tensor, prior_weights: Tensor) -> Tensor:
+    """:math:`C^{-1}(p - Gw - \\xi)` for prior weights ``sample_shape x batch x F``, in the factor dtype."""
+    dtype = factor_dtype.value()
+    root = feature_root(model.covar_module(points))
+    noise = observation_noise(model.likelihood, points)
+    factor, projection = root.with_noise(noise.expand(*noise.shape[:-1], root.num_points)).factor(targets.unsqueeze(-1))
+    cholesky = factor.cholesky
+    eye = torch.eye(cholesky.size(-1), dtype=cholesky.dtype, device=cholesky.device)
+    gram = cholesky @ cholesky.mT - eye  # G = C - I, F x F
+
+    # The samples as columns: batch x F x S.
+    batch_shape = gram.shape[:-2]
+    sample_shape = prior_weights.shape[: prior_weights.dim() - len(batch_shape) - 1]
+    columns = prior_weights.to(dtype).reshape(-1, *prior_weights.shape[len(sample_shape) :]).movedim(0, -1)
+    columns = columns.expand(*batch_shape, *columns.shape[-2:])
+
+    # xi = G^{1/2} z ~ N(0, G) with the symmetric square root, which (unlike V diag(sqrt(lambda)) alone) does not
+    # depend on how eigh picks eigenvectors within (near-)repeated eigenvalues: rounding-level changes of G move xi
+    # by rounding-level amounts.
+    eigenvalues, eigenvectors = torch.linalg.eigh(gram)
+    standard = torch.randn(columns.shape, dtype=dtype, device=columns.device)
+    rotated = eigenvalues.clamp_min(0).sqrt().unsqueeze(-1) * (eigenvectors.mT @ standard)
+    noise_projection = eigenvectors @ rotated
+
+    weights = factor.solve(projection - gram @ columns - noise_projection)  # batch x F x S
+    return weights.movedim(-1, 0).reshape(*sample_shape, *batch_shape, weights.size(-2))

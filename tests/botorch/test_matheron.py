@@ -1,0 +1,83 @@
+"""gprf.botorch.matheron: posterior paths drawn in weight space never evaluate the prior paths at the training inputs,
+follow the model's posterior (also with observed noise and chunked roots), and leave non-Gaussian likelihoods to
+BoTorch. (Noise-free covariances are refused by the noise helper it shares with the update: see test_update.py.)"""
+
+from __future__ import annotations
+
+import math
+from unittest import mock
+
+import pytest
+import torch
+from botorch.sampling.pathwise import draw_matheron_paths
+from gpytorch.likelihoods import BernoulliLikelihood
+
+import gprf
+import gprf.botorch.dispatch as gprf_dispatch
+from gprf.botorch import KernelRootFeatureMap
+from gprf.botorch.matheron import weight_space_matheron_paths
+from tests.botorch.conftest import make_botorch_model
+
+pytestmark = pytest.mark.botorch
+
+NUM_PATHS = 4000
+Z_BOUND = 4.5  # two-sided, over a few dozen z-scores per test
+
+
+def _fixed_noise(n: int = 40) -> dict:
+    return {"train_Yvar": 0.05 * torch.rand(n, 1, generator=torch.Generator().manual_seed(1), dtype=torch.float64)}
+
+
+def test_prior_paths_are_never_evaluated_at_the_training_inputs():
+    model = make_botorch_model()
+    model.eval()
+    with mock.patch.object(
+        KernelRootFeatureMap, "forward", autospec=True, side_effect=KernelRootFeatureMap.forward
+    ) as spy:
+        paths = weight_space_matheron_paths(model, torch.Size([8]))
+        assert spy.call_count == 0  # the update needs F-dimensional sums only
+        values = paths(torch.rand(5, 3, dtype=torch.float64))
+    assert values.shape == (8, 5) and spy.call_count == 2  # the prior and the update path at the 5 test points
+
+
+@pytest.mark.parametrize("observed_noise", [False, True])
+@pytest.mark.parametrize("chunk_rows", [False, 7])
+def test_paths_follow_the_posterior(observed_noise, chunk_rows):
+    model = make_botorch_model(**(_fixed_noise() if observed_noise else {}))
+    model.eval()
+    test_x = 2 * torch.rand(5, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64) - 1
+    posterior = model.posterior(test_x)
+    mean, variance = posterior.mean.detach().squeeze(-1), posterior.variance.detach().squeeze(-1)
+    torch.manual_seed(0)
+    with torch.no_grad(), gprf.settings.feature_chunk_size(chunk_rows):
+        samples = draw_matheron_paths(model, torch.Size([NUM_PATHS]))(test_x)  # S x M
+    assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
+    # Sample variance of Gaussian values: standard error sigma^2 sqrt(2 / (S - 1)).
+    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
+    assert z_variance.abs().max() < Z_BOUND
+
+
+def test_chunked_roots_give_the_same_paths():
+    # More points than features: G has no zero eigenvalues, whose square roots would turn the chunked sums' rounding
+    # (1e-13) into 1e-7 differences (the square root is not Lipschitz at zero).
+    model = make_botorch_model(num_outputs=2, n=100, num_features=32)
+    model.eval()
+    test_x = torch.rand(6, 3, generator=torch.Generator().manual_seed(4), dtype=torch.float64).unsqueeze(-3)
+    values = []
+    for chunk_rows in (False, 9):
+        torch.manual_seed(5)
+        with torch.no_grad(), gprf.settings.feature_chunk_size(chunk_rows):
+            values.append(draw_matheron_paths(model, torch.Size([3]))(test_x))
+    torch.testing.assert_close(values[0], values[1], rtol=0, atol=1e-10)
+
+
+def test_non_gaussian_likelihoods_keep_botorchs_route():
+    model = make_botorch_model()
+    model.eval()
+    model.likelihood = BernoulliLikelihood()
+    with (
+        mock.patch.object(gprf_dispatch, "weight_space_matheron_paths") as ours,
+        mock.patch.object(gprf_dispatch, "botorch_matheron_paths") as theirs,
+    ):
+        draw_matheron_paths(model, torch.Size([2]))
+    assert ours.call_count == 0 and theirs.call_count == 1
