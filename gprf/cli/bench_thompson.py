@@ -6,8 +6,9 @@ candidate points and keep each path's maximiser. Two routes, same data, hyperpar
 initial values (fitting is what ``--what mll`` times):
 
 * gprf: :class:`~gprf.botorch.RandomFeatureSingleTaskGP` -- prior paths from the kernel's own ``F``
-  features and the weight-space update :math:`\phi(x)^\top(I + R^\top\Sigma^{-1}R)^{-1}R^\top\Sigma^{-1}
-  (y - f(X) - \varepsilon)`, :math:`O(NF^2 + F^3 + SNF)` time and :math:`O(NF + F^2 + SN)` memory;
+  features and the update drawn in weight space (:func:`~gprf.botorch.weight_space_matheron_paths`: the prior paths
+  are never evaluated at the training inputs), :math:`O(NF^2 + F^3 + SF^2)` time and
+  :math:`O(\min(N, \text{chunk})F + F^2 + SF)` memory for the paths, plus the ``S x C`` candidate values;
 * BoTorch: an exact ``SingleTaskGP`` -- BoTorch's default prior features and Gaussian update, a dense
   :math:`N\times N` Cholesky factor that ``torch.cholesky_solve`` broadcasts over the ``S`` samples:
   :math:`(S + 2)N^2` floats (:func:`dense_update_bytes`), so it runs only at a smaller ``N``.
