@@ -28,6 +28,7 @@ from gpytorch.kernels import RBFKernel, RFFKernel
 from linear_operator.operators import LinearOperator, LowRankRootAddedDiagLinearOperator
 from torch import Tensor
 
+from gprf.cli.memory import peak_extra_bytes
 from gprf.cli.models import CHOLESKY_MAX_SIZE, Hyperparameters, RegressionGP, set_hyperparameters
 from gprf.cli.options import CLIError
 from gprf.cli.report import Progress, format_seconds, format_table
@@ -150,12 +151,15 @@ def run_gp(
     del train_ops
 
     times: dict[str, dict[str, list[float]]] = {}
+    peaks: dict[str, int | None] = {}
     with gpytorch.settings.max_cholesky_size(CHOLESKY_MAX_SIZE):
         for measure in measures:
             log(f"{MEASURES[measure]}: {args.warmup} warm-up + {args.repeats} timed run(s) of {', '.join(models)}")
             fns = {name: MAKERS[measure](model, test_x) for name, model in models.items()}
             try:
                 times[measure] = interleaved_timings(fns, device, args.repeats, args.warmup)
+                if measure == "mll_step":  # one untimed step per model, alone, for its peak memory
+                    peaks = {name: peak_extra_bytes(fn, device) for name, fn in fns.items()}
             except torch.cuda.OutOfMemoryError:
                 raise CLIError(f"out of GPU memory at N={args.n}; lower --n or --exact-max-n") from None
     for model in models.values():
@@ -174,6 +178,8 @@ def run_gp(
         "times_s": times,
         "median_s": medians,
         "ratios": ratios,
+        "mll_step_peak_extra_bytes": peaks,
+        "root_bytes": args.n * args.features * x.element_size(),
     }
 
 
@@ -211,6 +217,14 @@ def render_gp(report: dict) -> list[str]:
     ]
     lines.append(format_table(["measure", *models, *ratio_names], rows))
     lines.append("")
+    peaks = report.get("mll_step_peak_extra_bytes") or {}
+    if peaks and all(peak is not None for peak in peaks.values()):
+        where = "GPU memory allocated" if cfg["device"].startswith("cuda") else "process resident set size"
+        parts = ", ".join(f"{name} {peaks[name] / 2**30:.3g} GiB" for name in models)
+        lines.append(
+            f"MLL step peak memory above what was held before it ({where}): {parts}; the N x F root alone "
+            f"would take {report['root_bytes'] / 2**30:.3g} GiB"
+        )
     for measure in measures:
         parts = ", ".join(f"{name} {format_seconds(medians[measure][name])} s" for name in models)
         ratio_text = ", ".join(f"ratio {r} {ratios[measure][r]:.3g}" for r in ratio_names if r in ratios[measure])

@@ -22,16 +22,14 @@ before each route where Linux allows it, otherwise the peak so far.
 from __future__ import annotations
 
 import functools
-import os
-import resource
 import statistics
-import sys
 import warnings
 
 import torch
 from torch import Tensor
 
 from gprf.cli.bench_gp import synthetic_data
+from gprf.cli.memory import available_memory_bytes, peak_memory_bytes, reset_peak_memory
 from gprf.cli.options import CLIError
 from gprf.cli.report import Progress, format_seconds, format_table
 from gprf.cli.timing import interleaved_timings, synchronize
@@ -49,35 +47,6 @@ def dense_update_bytes(num_train: int, num_paths: int, itemsize: int = 8) -> int
     return (num_paths + 2) * num_train**2 * itemsize
 
 
-def peak_memory_bytes(device: torch.device) -> int:
-    """Peak allocated memory on a CUDA ``device`` since the last :func:`reset_peak_memory`, else the
-    process's peak resident set size (Linux ``VmHWM``, since the last reset; ``ru_maxrss`` elsewhere)."""
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device)
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024  # reported in kB
-    except OSError:
-        pass
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB elsewhere
-
-
-def reset_peak_memory(device: torch.device) -> bool:
-    """Start a new peak-memory window; ``False`` where the CPU's peak RSS cannot be reset (non-Linux)."""
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-        return True
-    try:
-        with open("/proc/self/clear_refs", "w") as clear_refs:
-            clear_refs.write("5")  # Linux >= 4.0: resets the peak RSS (VmHWM) to the current RSS
-        return True
-    except OSError:
-        return False
-
-
 def thompson_candidates(model: torch.nn.Module, num_paths: int, candidates: Tensor) -> Tensor:
     """Discrete Thompson sampling: each of ``num_paths`` posterior paths' maximiser among ``candidates``."""
     from botorch.sampling.pathwise import draw_matheron_paths
@@ -87,13 +56,6 @@ def thompson_candidates(model: torch.nn.Module, num_paths: int, candidates: Tens
         paths = draw_matheron_paths(model, sample_shape=torch.Size([num_paths]))
         values = paths(candidates)  # S x C
         return candidates[values.argmax(dim=-1)]
-
-
-def available_memory_bytes(device: torch.device) -> int:
-    """Free memory of the CUDA ``device``, else the machine's available physical memory."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 def check_dense_update_fits(num_train: int, num_paths: int, itemsize: int, device: torch.device) -> None:

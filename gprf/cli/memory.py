@@ -1,0 +1,76 @@
+"""Memory probes of the benchmarks: peak and current memory on a CUDA device (allocator counters) or of the process
+on the CPU (Linux ``/proc/self/status``), and the peak a call adds to what was held before it."""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+from collections.abc import Callable
+
+import torch
+
+
+def _proc_status_bytes(field: str) -> int | None:
+    """A ``kB`` field of ``/proc/self/status`` in bytes, or ``None`` off Linux."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def peak_memory_bytes(device: torch.device) -> int:
+    """Peak allocated memory on a CUDA ``device`` since the last :func:`reset_peak_memory`, else the
+    process's peak resident set size (Linux ``VmHWM``, since the last reset; ``ru_maxrss`` elsewhere)."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device)
+    peak = _proc_status_bytes("VmHWM")
+    if peak is not None:
+        return peak
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB elsewhere
+
+
+def current_memory_bytes(device: torch.device) -> int | None:
+    """Allocated memory on a CUDA ``device`` now, else the process's resident set size (``None`` off Linux)."""
+    if device.type == "cuda":
+        return torch.cuda.memory_allocated(device)
+    return _proc_status_bytes("VmRSS")
+
+
+def reset_peak_memory(device: torch.device) -> bool:
+    """Start a new peak-memory window; ``False`` where the CPU's peak RSS cannot be reset (non-Linux)."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return True
+    try:
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")  # Linux >= 4.0: resets the peak RSS (VmHWM) to the current RSS
+        return True
+    except OSError:
+        return False
+
+
+def peak_extra_bytes(fn: Callable[[], object], device: torch.device) -> int | None:
+    """What one call of ``fn`` adds at its peak to the memory held before it (its result dropped at once), or
+    ``None`` where the peak cannot be reset (non-Linux CPUs)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    baseline = current_memory_bytes(device)
+    if not reset_peak_memory(device) or baseline is None:
+        return None
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return max(peak_memory_bytes(device) - baseline, 0)
+
+
+def available_memory_bytes(device: torch.device) -> int:
+    """Free memory of the CUDA ``device``, else the machine's available physical memory."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
