@@ -4,6 +4,7 @@ exact GP — report fields, ratios, the shared training path, and the exact GP s
 from __future__ import annotations
 
 import json
+import sys
 
 from gprf.cli import main
 from tests.cli.conftest import TINY_BENCH, table_rows
@@ -25,6 +26,11 @@ def test_bench_reports_ratios_against_rffkernel_and_exact(capsys, tmp_path):
     for measure in ("mll_step", "predict_cold", "predict_warm"):
         assert set(report["ratios"][measure]) == {"gprf/RFFKernel", "gprf/exact"}
         assert all(t > 0 for t in report["median_s"][measure].values())
+    peaks = report["mll_step_peak_extra_bytes"]
+    assert set(peaks) == {"gprf", "RFFKernel", "exact"}
+    if sys.platform.startswith("linux"):  # the CPU peak is reset through /proc
+        assert all(peak >= 0 for peak in peaks.values()) and "MLL step peak memory above" in text
+    assert report["root_bytes"] == 150 * 16 * 8  # TINY_BENCH: N = 150, F = 16, float64
 
 
 def test_bench_skips_the_exact_gp_above_exact_max_n(capsys):
