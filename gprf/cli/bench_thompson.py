@@ -16,7 +16,8 @@ initial values (fitting is what ``--what mll`` times):
 gprf runs at both sizes (the ratio compares the routes at the small ``N``); the report states what the
 dense update would need at the large ``N``. Memory measured per route, in one untimed call: the peak allocated
 GPU memory on CUDA; on the CPU the process's peak resident set size (memory already held included), reset
-before each route where Linux allows it, otherwise the peak so far.
+before each route where Linux allows it, otherwise the peak so far; and that peak less what was held before the
+call ("extra").
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import torch
 from torch import Tensor
 
 from gprf.cli.bench_gp import synthetic_data
-from gprf.cli.memory import available_memory_bytes, peak_memory_bytes, reset_peak_memory
+from gprf.cli.memory import available_memory_bytes, current_memory_bytes, peak_memory_bytes, reset_peak_memory
 from gprf.cli.options import CLIError
 from gprf.cli.report import Progress, format_seconds, format_table
 from gprf.cli.timing import interleaved_timings, synchronize
@@ -110,16 +111,19 @@ def run_thompson(args, device: torch.device, dtype: torch.dtype, log: Progress) 
         fns = {
             name: functools.partial(thompson_candidates, model, num_paths, candidates) for name, model in models.items()
         }
-        peaks, per_route = {}, True
+        peaks, extras, per_route = {}, {}, True
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(args.seed)  # the paths' prior weights and noise come from the global RNG
             try:
                 for name, fn in fns.items():  # one untimed call per route, alone, for its peak memory
                     log(f"thompson {ROUTES[name]}: memory probe")
+                    synchronize(device)
+                    baseline = current_memory_bytes(device)
                     per_route &= reset_peak_memory(device)
                     fn()
                     synchronize(device)
                     peaks[name] = peak_memory_bytes(device)
+                    extras[name] = None if baseline is None else max(peaks[name] - baseline, 0)
                 log(f"thompson: {args.warmup} warm-up + {args.repeats} timed run(s) of {', '.join(fns)}")
                 times = interleaved_timings(fns, device, args.repeats, args.warmup)
             except torch.cuda.OutOfMemoryError:
@@ -136,6 +140,7 @@ def run_thompson(args, device: torch.device, dtype: torch.dtype, log: Progress) 
         "small_n": small,
         "median_s": medians,
         "peak_memory_bytes": peaks,
+        "peak_extra_memory_bytes": extras,
         "peak_memory_kind": _memory_kind(device, per_route),
         "dense_update_bytes": {"large_n": dense_update_bytes(large, num_paths, itemsize)},
     }
@@ -152,16 +157,23 @@ def _memory_kind(device: torch.device, per_route: bool) -> str:
 
 
 def render_thompson(result: dict) -> list[str]:
-    medians, peaks = result["median_s"], result["peak_memory_bytes"]
+    medians, peaks, extras = result["median_s"], result["peak_memory_bytes"], result["peak_extra_memory_bytes"]
     sizes = {"gprf-large": result["large_n"], "gprf-small": result["small_n"], "botorch-small": result["small_n"]}
-    rows = [[name, str(sizes[name]), format_seconds(medians[name]), f"{peaks[name] / 2**30:.3g}"] for name in medians]
+
+    def gib(value: int | None) -> str:
+        return "-" if value is None else f"{value / 2**30:.3g}"
+
+    rows = [
+        [name, str(sizes[name]), format_seconds(medians[name]), gib(peaks[name]), gib(extras[name])] for name in medians
+    ]
     dense = result["dense_update_bytes"]
     lines = [
         f"thompson: discrete pathwise Thompson sampling, {result['paths']} paths (one candidate each) "
         f"maximised over {result['candidates']} points; gprf F={result['features']} features; "
         "median seconds (paths + evaluation + argmax)",
         "",
-        format_table(["route", "N", "seconds", f"peak GiB ({result['peak_memory_kind']})"], rows),
+        format_table(["route", "N", "seconds", f"peak GiB ({result['peak_memory_kind']})", "extra GiB"], rows),
+        "extra: the peak above what the process (or the GPU allocator) held before the route's call",
         "",
         f"BoTorch's dense update at the large N={result['large_n']} would need "
         f">= {dense['large_n'] / 2**30:.3g} GiB ((S + 2) N^2 floats, S={result['paths']})",

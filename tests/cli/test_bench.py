@@ -58,6 +58,9 @@ def test_all_sub_benchmarks_report_their_ratios_and_fields(tmp_path, capsys):
     )
     assert thompson["dense_update_bytes"] == {"large_n": (7 + 2) * 150**2 * 8, "small_n": (7 + 2) * 60**2 * 8}
     assert all(peak > 0 for peak in thompson["peak_memory_bytes"].values())
+    extras = thompson["peak_extra_memory_bytes"]
+    assert set(extras) == set(thompson["peak_memory_bytes"])
+    assert all(extra is None or 0 <= extra <= thompson["peak_memory_bytes"][name] for name, extra in extras.items())
     assert "BoTorch's dense update at the large N=150 would need" in text and "ratio gprf/botorch" in text
 
     # regression: the bundled dataset, subsampled, scored against the predict-the-mean baseline
