@@ -315,6 +315,7 @@ def _refit_seconds(model: ExactGP) -> float:
     device = model.train_targets.device
     rows = min(num_rows, 256)
     probe = torch.randn(rows, num_features, dtype=torch.float64, device=device)
+    probe.mT @ probe  # untimed: the first float64 GEMM of a process also pays the BLAS library's start-up
     _synchronize(device)
     begin = time.perf_counter()
     probe.mT @ probe
