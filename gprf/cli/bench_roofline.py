@@ -34,9 +34,11 @@ def gemm_rates(
     n: int, f: int, device: torch.device, dtype: torch.dtype, repeats: int, warmup: int, seed: int
 ) -> dict[str, dict[str, float]]:
     """Median seconds and achieved rate (flop/s, :math:`2NF^2` flops each) of the :data:`GEMMS`."""
-    generator = torch.Generator().manual_seed(seed)
-    r = torch.randn(n, f, generator=generator, dtype=torch.float64).to(device, dtype)
-    w = torch.randn(f, f, generator=generator, dtype=torch.float64).to(device, dtype)
+    # Drawn on the device in the benchmark's dtype: at N = 10^6, F = 4096 a float64 draw on the CPU would take longer
+    # than the benchmark (and 32 GB), and GEMM speed does not depend on the values.
+    generator = torch.Generator(device).manual_seed(seed)
+    r = torch.randn(n, f, generator=generator, device=device, dtype=dtype)
+    w = torch.randn(f, f, generator=generator, device=device, dtype=dtype)
     r_t = r.mT.contiguous()  # a row-major F x N operand, as R^T R is usually computed
     fns = {"RW": lambda: r @ w, "RtR": lambda: r_t @ r}
     times = interleaved_timings(fns, device, repeats, warmup)
