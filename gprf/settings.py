@@ -184,8 +184,9 @@ class feature_chunk_size:
 
     ``"auto"`` (default) chunks roots of at least :attr:`AUTO_MIN_ELEMENTS` entries :math:`NF`, in chunks of about
     :attr:`CHUNK_ELEMENTS` entries (at least :attr:`MIN_CHUNK_ROWS` rows); an integer chunks every root of more rows
-    than it, in chunks of that many rows; ``False`` never chunks. Consumers of the root itself (prediction, sampling)
-    still form it. The choice is made when the kernel is evaluated.
+    than it, in chunks of that many rows; ``False`` never chunks. Consumers of the root itself (prediction) still form
+    it; pathwise sampling needs only the sums and always chunks (:meth:`chunked`). The choice is made when the kernel
+    is evaluated.
 
     Example:
         >>> with gprf.settings.feature_chunk_size(4096):
@@ -194,6 +195,7 @@ class feature_chunk_size:
 
     AUTO_MIN_ELEMENTS = 2**27
     CHUNK_ELEMENTS = 2**23
+    SUMS_CHUNK_ELEMENTS = 2**20
     MIN_CHUNK_ROWS = 256
     _value: int | bool | str = "auto"
 
@@ -210,6 +212,21 @@ class feature_chunk_size:
         if isinstance(cls._value, int) and not isinstance(cls._value, bool):
             return cls._value
         return max(cls.MIN_CHUNK_ROWS, cls.CHUNK_ELEMENTS // max(num_columns, 1))
+
+    @classmethod
+    def chunked(cls, num_columns: int) -> feature_chunk_size:
+        """A setting that chunks every root of more rows than a chunk, for consumers that need only the chunked sums
+        and no backward pass (pathwise sampling), where chunks save memory at no extra featurisation.
+
+        The set number of rows is kept, and so is ``False`` (never chunk); ``"auto"`` becomes chunks of about
+        :attr:`SUMS_CHUNK_ELEMENTS` entries (at least :attr:`MIN_CHUNK_ROWS` rows), smaller than the marginal
+        likelihood's: with no backward pass to amortise, a chunk only needs to keep its GEMM efficient, and each
+        chunk's temporaries (its features, their float64 copy, the featurisation's intermediates) stay a few tens
+        of megabytes.
+        """
+        if cls._value is False or (isinstance(cls._value, int) and not isinstance(cls._value, bool)):
+            return cls(cls._value)
+        return cls(max(cls.MIN_CHUNK_ROWS, cls.SUMS_CHUNK_ELEMENTS // max(num_columns, 1)))
 
     @classmethod
     def rows(cls, num_points: int, num_columns: int) -> int | None:

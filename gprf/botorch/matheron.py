@@ -13,7 +13,7 @@ need only :math:`F`-dimensional quantities: :math:`\xi = \tilde\Phi^\top\Sigma^{
 :math:`\varepsilon \sim N(0, \Sigma)` is distributed as :math:`N(0, G)` and is drawn exactly in feature space from
 the eigendecomposition :math:`G = V\Lambda V^\top` as :math:`\xi = V\Lambda^{1/2}V^\top z`,
 :math:`z \sim N(0, I_F)`.
-:math:`G` and :math:`p` are summed over row chunks when the root is chunked (:class:`gprf.settings.feature_chunk_size`),
+:math:`G` and :math:`p` are summed over row chunks at any :math:`N` (:meth:`gprf.settings.feature_chunk_size.chunked`),
 and :math:`G = LL^\top - I` is read back from the Cholesky factor :math:`L` of :math:`C`. Work
 :math:`O(NF^2 + F^3 + SF^2)`, memory :math:`O(\text{chunk}\cdot F + F^2 + SF)`; the :math:`S` paths are the columns
 of one solve. The posterior paths have the same distribution as with the update of sampled values at the
@@ -46,8 +46,9 @@ from torch import Size, Tensor
 
 from gprf.botorch.features import KernelRootFeatureMap
 from gprf.botorch.update import check_update_kernel, observation_noise
+from gprf.kernels import unwrap_scale_kernel
 from gprf.linalg import feature_root
-from gprf.settings import factor_dtype
+from gprf.settings import factor_dtype, feature_chunk_size
 
 
 def weight_space_matheron_paths(model: ExactGP, sample_shape: Size) -> MatheronPath:
@@ -83,7 +84,11 @@ def weight_space_matheron_paths(model: ExactGP, sample_shape: Size) -> MatheronP
 def _update_weights(model: ExactGP, points: Tensor, targets: Tensor, prior_weights: Tensor) -> Tensor:
     """:math:`C^{-1}(p - Gw - \\xi)` for prior weights ``sample_shape x batch x F``, in the factor dtype."""
     dtype = factor_dtype.value()
-    root = feature_root(model.covar_module(points))
+    kernel = model.covar_module
+    # Only the chunked sums are needed and nothing is differentiated: chunking at any N costs nothing extra and keeps
+    # the N x F root out of memory.
+    with feature_chunk_size.chunked(unwrap_scale_kernel(kernel).root_dim):
+        root = feature_root(kernel(points))
     noise = observation_noise(model.likelihood, points)
     factor, projection = root.with_noise(noise.expand(*noise.shape[:-1], root.num_points)).factor(targets.unsqueeze(-1))
     cholesky = factor.cholesky

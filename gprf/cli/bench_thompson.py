@@ -16,8 +16,8 @@ initial values (fitting is what ``--what mll`` times):
 gprf runs at both sizes (the ratio compares the routes at the small ``N``); the report states what the
 dense update would need at the large ``N``. Memory measured per route, in one untimed call: the peak allocated
 GPU memory on CUDA; on the CPU the process's peak resident set size (memory already held included), reset
-before each route where Linux allows it, otherwise the peak so far; and that peak less what was held before the
-call ("extra").
+before each route where Linux allows it, otherwise the peak so far; and the peak above what was held before the call
+("extra": allocated GPU memory on CUDA; on the CPU the peak tensor memory of a second call from torch's profiler).
 """
 
 from __future__ import annotations
@@ -30,7 +30,13 @@ import torch
 from torch import Tensor
 
 from gprf.cli.bench_gp import synthetic_data
-from gprf.cli.memory import available_memory_bytes, current_memory_bytes, peak_memory_bytes, reset_peak_memory
+from gprf.cli.memory import (
+    available_memory_bytes,
+    current_memory_bytes,
+    peak_extra_tensor_bytes,
+    peak_memory_bytes,
+    reset_peak_memory,
+)
 from gprf.cli.options import CLIError
 from gprf.cli.report import Progress, format_seconds, format_table
 from gprf.cli.timing import interleaved_timings, synchronize
@@ -124,6 +130,8 @@ def run_thompson(args, device: torch.device, dtype: torch.dtype, log: Progress) 
                     synchronize(device)
                     peaks[name] = peak_memory_bytes(device)
                     extras[name] = None if baseline is None else max(peaks[name] - baseline, 0)
+                    if device.type == "cpu":  # the tensors' own peak: RSS adds the allocator's noisy slack
+                        extras[name] = peak_extra_tensor_bytes(fn)
                 log(f"thompson: {args.warmup} warm-up + {args.repeats} timed run(s) of {', '.join(fns)}")
                 times = interleaved_timings(fns, device, args.repeats, args.warmup)
             except torch.cuda.OutOfMemoryError:
@@ -173,7 +181,8 @@ def render_thompson(result: dict) -> list[str]:
         "median seconds (paths + evaluation + argmax)",
         "",
         format_table(["route", "N", "seconds", f"peak GiB ({result['peak_memory_kind']})", "extra GiB"], rows),
-        "extra: the peak above what the process (or the GPU allocator) held before the route's call",
+        "extra: on CUDA the peak allocated above what was held before the route's call; on the CPU the peak tensor "
+        "memory of a second call from torch's profiler (an upper bound: inputs it uses count too)",
         "",
         f"BoTorch's dense update at the large N={result['large_n']} would need "
         f">= {dense['large_n'] / 2**30:.3g} GiB ((S + 2) N^2 floats, S={result['paths']})",

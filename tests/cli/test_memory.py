@@ -7,7 +7,13 @@ import sys
 import pytest
 import torch
 
-from gprf.cli.memory import current_memory_bytes, peak_extra_bytes, peak_memory_bytes, reset_peak_memory
+from gprf.cli.memory import (
+    current_memory_bytes,
+    peak_extra_bytes,
+    peak_extra_tensor_bytes,
+    peak_memory_bytes,
+    reset_peak_memory,
+)
 
 MIB = 2**20
 
@@ -29,3 +35,13 @@ def test_peak_is_at_least_the_current_memory(device):
     if device.type == "cuda":
         extra = peak_extra_bytes(lambda: torch.ones(16 * MIB, device=device).sum(), device)
         assert extra >= 64 * MIB and held.numel() == MIB
+
+
+def test_the_cpu_tensor_peak_is_the_largest_live_set_of_the_call():
+    def call():
+        first = torch.ones(8 * MIB, dtype=torch.float64)  # 64 MiB
+        second = torch.ones(4 * MIB, dtype=torch.float64)  # 32 MiB, both alive: 96 MiB
+        del first, second
+        return torch.ones(2 * MIB, dtype=torch.float64).sum()  # 16 MiB alone afterwards
+
+    assert 96 * MIB <= peak_extra_tensor_bytes(call) <= 97 * MIB
