@@ -214,19 +214,20 @@ class feature_chunk_size:
         return max(cls.MIN_CHUNK_ROWS, cls.CHUNK_ELEMENTS // max(num_columns, 1))
 
     @classmethod
-    def chunked(cls, num_columns: int) -> feature_chunk_size:
+    def chunked(cls, num_columns: int, device: torch.device) -> feature_chunk_size:
         """A setting that chunks every root of more rows than a chunk, for consumers that need only the chunked sums
         and no backward pass (pathwise sampling), where chunks save memory at no extra featurisation.
 
-        The set number of rows is kept, and so is ``False`` (never chunk); ``"auto"`` becomes chunks of about
-        :attr:`SUMS_CHUNK_ELEMENTS` entries (at least :attr:`MIN_CHUNK_ROWS` rows), smaller than the marginal
-        likelihood's: with no backward pass to amortise, a chunk only needs to keep its GEMM efficient, and each
-        chunk's temporaries (its features, their float64 copy, the featurisation's intermediates) stay a few tens
-        of megabytes.
+        The set number of rows is kept, and so is ``False`` (never chunk). ``"auto"`` becomes chunks of about
+        :attr:`SUMS_CHUNK_ELEMENTS` entries on the CPU (at least :attr:`MIN_CHUNK_ROWS` rows): with no backward pass
+        to amortise, a chunk only needs to keep its GEMM efficient, and each chunk's temporaries (its features,
+        their float64 copy, the featurisation's intermediates) stay a few tens of megabytes. On a GPU, where each
+        chunk costs a dozen kernel launches, the chunks are the marginal likelihood's (:attr:`CHUNK_ELEMENTS`).
         """
         if cls._value is False or (isinstance(cls._value, int) and not isinstance(cls._value, bool)):
             return cls(cls._value)
-        return cls(max(cls.MIN_CHUNK_ROWS, cls.SUMS_CHUNK_ELEMENTS // max(num_columns, 1)))
+        elements = cls.SUMS_CHUNK_ELEMENTS if device.type == "cpu" else cls.CHUNK_ELEMENTS
+        return cls(max(cls.MIN_CHUNK_ROWS, elements // max(num_columns, 1)))
 
     @classmethod
     def rows(cls, num_points: int, num_columns: int) -> int | None:

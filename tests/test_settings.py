@@ -78,3 +78,18 @@ def test_feature_chunk_size_modes():
     for bad in (0, -3, True, "always", 2.5):
         with pytest.raises(ValueError, match="positive number of rows, False or 'auto'"):
             rule(bad)
+
+
+def test_chunked_sums_chunk_every_root_and_keep_explicit_choices():
+    rule = gprf.settings.feature_chunk_size
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    with rule.chunked(512, cpu):
+        # Chunked however small N F is, in the sums' smaller CPU chunks.
+        assert rule.rows(5000, 512) == rule.SUMS_CHUNK_ELEMENTS // 512
+    with rule.chunked(512, cuda):
+        assert rule.rows(20000, 512) == rule.CHUNK_ELEMENTS // 512
+    with rule(100), rule.chunked(512, cpu):
+        assert rule.rows(101, 512) == 100
+    with rule(False), rule.chunked(512, cpu):
+        assert rule.rows(10**6, 512) is None
+    assert rule.rows(5000, 512) is None  # restored: "auto" forms small roots

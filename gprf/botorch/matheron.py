@@ -87,7 +87,7 @@ def _update_weights(model: ExactGP, points: Tensor, targets: Tensor, prior_weigh
     kernel = model.covar_module
     # Only the chunked sums are needed and nothing is differentiated: chunking at any N costs nothing extra and keeps
     # the N x F root out of memory.
-    with feature_chunk_size.chunked(unwrap_scale_kernel(kernel).root_dim):
+    with feature_chunk_size.chunked(unwrap_scale_kernel(kernel).root_dim, points.device):
         root = feature_root(kernel(points))
     noise = observation_noise(model.likelihood, points)
     factor, projection = root.with_noise(noise.expand(*noise.shape[:-1], root.num_points)).factor(targets.unsqueeze(-1))
