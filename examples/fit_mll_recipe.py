@@ -32,20 +32,14 @@ import numpy as np
 import torch
 
 import gprf
+from gprf.cli.models import RegressionGP
 from gprf.kernels import RandomFourierKernel
 
 
-class GP(gpytorch.models.ExactGP):
-    def __init__(self, x, y, num_features: int):
-        super().__init__(x, y, gpytorch.likelihoods.GaussianLikelihood())
-        d = x.size(-1)
-        self.mean_module = gpytorch.means.ConstantMean()
-        self.covar_module = gpytorch.kernels.ScaleKernel(
-            RandomFourierKernel(num_features, d, sampler="orthogonal", seed=0, ard_num_dims=d)
-        )
-
-    def forward(self, x):
-        return gprf.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+def rff_gp(x: torch.Tensor, y: torch.Tensor, num_features: int) -> RegressionGP:
+    """``ConstantMean`` + ``ScaleKernel(RandomFourierKernel(F, orthogonal))`` + ``GaussianLikelihood``."""
+    d = x.size(-1)
+    return RegressionGP(x, y, RandomFourierKernel(num_features, d, sampler="orthogonal", seed=0, ard_num_dims=d))
 
 
 def load(path: str | None, max_n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -82,7 +76,7 @@ def split(x: np.ndarray, y: np.ndarray, seed: int, dtype: torch.dtype):
     )
 
 
-def metrics(model: GP, test_x: torch.Tensor, test_y: torch.Tensor) -> tuple[float, float]:
+def metrics(model: RegressionGP, test_x: torch.Tensor, test_y: torch.Tensor) -> tuple[float, float]:
     training = model.training
     model.train()  # a cold prediction: the caches are rebuilt from the current hyperparameters
     model.eval()
@@ -99,7 +93,7 @@ def metrics(model: GP, test_x: torch.Tensor, test_y: torch.Tensor) -> tuple[floa
 class Recorder:
     """Test metrics at doubling points of a training clock that stops while they are taken."""
 
-    def __init__(self, model: GP, test_x, test_y, budget: float, count: int):
+    def __init__(self, model: RegressionGP, test_x, test_y, budget: float, count: int):
         self.model, self.test_x, self.test_y = model, test_x, test_y
         self.pending = [budget / 2**k for k in reversed(range(count))]
         self.points: list[tuple[float, float, float]] = []
@@ -122,7 +116,7 @@ class Recorder:
         self.points.append((now, *metrics(self.model, self.test_x, self.test_y)))
 
 
-def train_adam(model: GP, recorder: Recorder, budget: float) -> None:
+def train_adam(model: RegressionGP, recorder: Recorder, budget: float) -> None:
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
     model.train()
@@ -133,7 +127,7 @@ def train_adam(model: GP, recorder: Recorder, budget: float) -> None:
         recorder.step()
 
 
-def train_recipe(model: GP, recorder: Recorder, budget: float) -> None:
+def train_recipe(model: RegressionGP, recorder: Recorder, budget: float) -> None:
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
     gprf.fit_mll(mll, time_budget=budget, callback=recorder.step, progress=True)
 
@@ -158,7 +152,7 @@ def main() -> None:
 
     results = {}
     for name, train in (("adam", train_adam), ("fit_mll", train_recipe)):
-        model = GP(train_x, train_y, args.features)
+        model = rff_gp(train_x, train_y, args.features)
         recorder = Recorder(model, test_x, test_y, args.budget, args.checkpoints)
         train(model, recorder, args.budget)
         recorder.finish()

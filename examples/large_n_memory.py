@@ -24,20 +24,14 @@ import gpytorch
 import torch
 
 import gprf
+from gprf.cli.models import RegressionGP
 from gprf.kernels import RandomFourierKernel
 
 
-class GP(gpytorch.models.ExactGP):
-    def __init__(self, x, y, num_features: int):
-        super().__init__(x, y, gpytorch.likelihoods.GaussianLikelihood())
-        d = x.size(-1)
-        self.mean_module = gpytorch.means.ConstantMean()
-        self.covar_module = gpytorch.kernels.ScaleKernel(
-            RandomFourierKernel(num_features, d, sampler="orthogonal", seed=0, ard_num_dims=d)
-        )
-
-    def forward(self, x):
-        return gprf.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+def rff_gp(x: torch.Tensor, y: torch.Tensor, num_features: int) -> RegressionGP:
+    """``ConstantMean`` + ``ScaleKernel(RandomFourierKernel(F, orthogonal))`` + ``GaussianLikelihood``."""
+    d = x.size(-1)
+    return RegressionGP(x, y, RandomFourierKernel(num_features, d, sampler="orthogonal", seed=0, ard_num_dims=d))
 
 
 def main() -> None:
@@ -53,7 +47,7 @@ def main() -> None:
     x = torch.rand(args.n, d, device=device, generator=generator) * 2 - 1
     noise = torch.randn(args.n, device=device, generator=generator)
     y = torch.sin(3 * x[:, 0]) * torch.cos(2 * x[:, 1]) + 0.3 * x[:, 2:].sum(-1) + 0.05 * noise
-    model = GP(x, y, args.features).to(device)
+    model = rff_gp(x, y, args.features)
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
     mll.train()
 
