@@ -44,7 +44,8 @@ from botorch.utils.sampling import draw_sobol_samples
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from gprf.botorch import RandomFeatureSingleTaskGP
-from gprf.cli.bench_thompson import dense_update_bytes, peak_memory_bytes
+from gprf.cli.bench_thompson import dense_update_bytes
+from gprf.cli.memory import peak_memory_bytes
 
 METHODS = ("exact-qLogNEI", "rf-qLogNEI", "rf-TS")
 
