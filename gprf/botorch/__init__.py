@@ -14,7 +14,8 @@ feature kernel after BoTorch was imported; gprf itself never imports BoTorch)
   for them through :func:`weight_space_update` (:math:`O(NF^2 + F^3 + SNF)` instead of a dense :math:`N\\times N`
   Cholesky broadcast over samples); every other model keeps BoTorch's own paths, update and prior sampler, bit for
   bit (:mod:`gprf.botorch.dispatch`);
-* provides :class:`RandomFeatureSingleTaskGP`.
+* provides :class:`RandomFeatureSingleTaskGP`, and trust regions for Thompson sampling in high dimensions
+  (:class:`TrustRegion`, :func:`thompson_sample`).
 """
 
 try:
@@ -27,13 +28,17 @@ from gprf.botorch.features import KernelRootFeatureMap
 from gprf.botorch.matheron import weight_space_matheron_paths
 from gprf.botorch.models import RandomFeatureSingleTaskGP, output_batch_dims
 from gprf.botorch.prior import path_weights
+from gprf.botorch.trust_region import TrustRegion, model_lengthscale, thompson_sample
 from gprf.botorch.update import weight_space_update
 
 __all__ = [
     "KernelRootFeatureMap",
     "RandomFeatureSingleTaskGP",
+    "TrustRegion",
+    "model_lengthscale",
     "output_batch_dims",
     "path_weights",
+    "thompson_sample",
     "weight_space_matheron_paths",
     "weight_space_update",
 ]

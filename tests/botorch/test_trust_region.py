@@ -1,0 +1,129 @@
+"""gprf.botorch.trust_region: the region grows and shrinks by TuRBO's rule, its box follows the lengthscales inside
+the unit cube, its candidates stay in the box and near the centre, and Thompson sampling picks distinct candidates
+that maximise the sample paths."""
+
+from __future__ import annotations
+
+import math
+from unittest import mock
+
+import pytest
+import torch
+from botorch.fit import fit_gpytorch_mll
+from gpytorch.mlls import ExactMarginalLogLikelihood
+
+import gprf.botorch
+import gprf.botorch.trust_region as trust_region
+from gprf.botorch.trust_region import TrustRegion, model_lengthscale, thompson_sample
+from gprf.kernels import unwrap_scale_kernel
+from tests.botorch.conftest import make_botorch_model
+
+pytestmark = pytest.mark.botorch
+
+
+def test_length_doubles_after_successes_and_halves_after_failures():
+    region = TrustRegion(dim=20, batch_size=10, success_tolerance=2)
+    assert region.failure_tolerance == 2  # ceil(max(4, 20) / 10)
+    region.update(torch.tensor([0.5, 0.2]))  # the initial design: neither a success nor a failure
+    region.update(torch.tensor([1.0, 0.5]))
+    region.update(torch.tensor([2.0]))
+    assert region.length == pytest.approx(1.6) and region.best_value == 2.0  # two successes: doubled
+    region.update(torch.tensor([2.001]))  # within the 1e-3 relative margin: a failure
+    region.update(torch.tensor([1.0]))
+    assert region.length == pytest.approx(0.8) and region.best_value == pytest.approx(2.001)
+    for _ in range(2 * 7):
+        region.update(torch.tensor([0.0]))
+    assert region.length == pytest.approx(0.8 / 2**7) and region.restart_needed
+
+
+def test_bounds_scale_with_the_lengthscales_and_stay_in_the_cube():
+    region = TrustRegion(dim=3, batch_size=4, length=0.4)
+    center = torch.tensor([0.5, 0.5, 0.95], dtype=torch.float64)
+    lower, upper = region.bounds(center, torch.tensor([1.0, 4.0, 0.25]))
+    # Geometric mean 1: the weights are the lengthscales themselves; half-widths 0.2 * weight.
+    torch.testing.assert_close(upper - lower, torch.tensor([0.4, 1.0, 0.05 + 0.05], dtype=torch.float64))
+    assert bool((lower >= 0).all() & (upper <= 1).all())
+    torch.testing.assert_close(upper[2], torch.tensor(1.0, dtype=torch.float64))  # 0.95 + 0.05 clipped
+
+
+def test_candidates_are_in_the_box_and_mostly_at_the_centre_in_many_dimensions():
+    dim = 40
+    region = TrustRegion(dim=dim, batch_size=50, length=0.2)
+    center = torch.full((dim,), 0.5, dtype=torch.float64)
+    points = region.candidates(center, 2000, seed=0)
+    lower, upper = region.bounds(center)
+    assert points.shape == (2000, dim) and bool(((points >= lower) & (points <= upper)).all())
+    moved = points != center
+    assert bool(moved.any(-1).all())  # each candidate moves in at least one coordinate
+    # Each coordinate moves with probability 20 / 40: binomial mean 0.5, standard error sqrt(0.25 / 80000).
+    assert abs(moved.double().mean().item() - 0.5) < 4.5 * math.sqrt(0.25 / moved.numel())
+
+
+def test_model_lengthscale_reads_the_ard_kernel():
+    model = make_botorch_model(num_outputs=2)
+    expected = unwrap_scale_kernel(model.covar_module).lengthscale.detach().reshape(2, 3).mean(0)
+    torch.testing.assert_close(model_lengthscale(model), expected)
+
+
+def test_thompson_sample_takes_each_paths_best_untaken_candidate():
+    model = make_botorch_model()
+    model.eval()
+    candidates = torch.rand(50, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    # Two paths that agree on the best candidate: the second takes its runner-up.
+    values = torch.zeros(2, 50, dtype=torch.float64)
+    values[:, 7] = 3.0
+    values[1, 11] = 2.0
+    paths = mock.Mock(return_value=values.unsqueeze(-1))
+    with mock.patch.object(trust_region, "draw_matheron_paths", return_value=paths):
+        chosen = thompson_sample(model, candidates, 2)
+    torch.testing.assert_close(chosen, candidates[[7, 11]])
+
+
+def test_thompson_sample_in_the_region_improves_a_smooth_function():
+    """Six batches of trust-region Thompson sampling with a gprf model on a 10-dimensional concave quadratic."""
+    generator = torch.Generator().manual_seed(0)
+    dim, q = 10, 8
+
+    def objective(x):
+        return -(x - 0.3).square().sum(-1, keepdim=True)
+
+    x = torch.rand(40, dim, generator=generator, dtype=torch.float64)
+    y = objective(x)
+    region = TrustRegion(dim=dim, batch_size=q)
+    region.update(y)
+    start = y.max().item()
+    for step in range(6):
+        model = gprf.botorch.RandomFeatureSingleTaskGP(x, y, num_features=256, seed=step)
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        center = x[y.argmax()]
+        candidates = region.candidates(center, 1000, model_lengthscale(model), seed=step)
+        torch.manual_seed(step)
+        batch = thompson_sample(model, candidates, q)
+        values = objective(batch)
+        region.update(values)
+        x, y = torch.cat([x, batch]), torch.cat([y, values])
+    assert y.max().item() > start + 0.5 * abs(start)  # the best value's distance from the optimum at least halves
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(dim=0, batch_size=1), "dim must be a positive integer"),
+        (dict(dim=2, batch_size=1, length=2.0), "min_length <= length <= max_length"),
+        (dict(dim=2, batch_size=1, failure_tolerance=0), "failure_tolerance must be a positive integer"),
+    ],
+)
+def test_bad_settings_are_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        TrustRegion(**kwargs)
+
+
+def test_bad_centres_and_sample_counts_are_named():
+    region = TrustRegion(dim=3, batch_size=2)
+    with pytest.raises(ValueError, match=r"center must be one point of shape \(3,\)"):
+        region.bounds(torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="unit cube"):
+        region.bounds(torch.tensor([0.5, 1.5, 0.5]))
+    model = make_botorch_model()
+    with pytest.raises(ValueError, match="num_samples must be between 1 and the 4 candidates"):
+        thompson_sample(model, torch.rand(4, 3, dtype=torch.float64), 5)
