@@ -7,7 +7,9 @@ negated test function, hyperparameters refit by MLL every iteration:
 * ``rf-qLogNEI``: :class:`gprf.botorch.RandomFeatureSingleTaskGP` (orthogonal random Fourier features of the
   same RBF kernel, same priors) + qLogNEI;
 * ``rf-TS``: the same model + ``PathwiseThompsonSampling`` (q independent posterior sample paths drawn with
-  the kernel's own features and the weight-space update of :mod:`gprf.botorch`).
+  the kernel's own features and the weight-space update of :mod:`gprf.botorch`), optimised over the whole cube;
+* ``rf-TS-TR``: the same paths maximised over candidates of a trust region around the best point
+  (:class:`gprf.botorch.TrustRegion`, :func:`gprf.botorch.thompson_sample`; TuRBO's rule for its size).
 
 Problems: Hartmann-6 (few evaluations, q = 1) and Styblinski-Tang-20 with 1000 initial points and batches of
 50 (the many-evaluation regime where exact GPs slow down). Reports best value and wall-clock seconds per iteration
@@ -22,6 +24,7 @@ Usage::
     python examples/bayesian_optimization.py --plot docs/_static/bayesian_optimization.png
     python examples/bayesian_optimization.py --quick
     python examples/bayesian_optimization.py --timing
+    python examples/bayesian_optimization.py --problems styblinski_tang20 --methods rf-TS rf-TS-TR --seeds 3
 """
 
 from __future__ import annotations
@@ -43,11 +46,11 @@ from botorch.test_functions import Hartmann, StyblinskiTang
 from botorch.utils.sampling import draw_sobol_samples
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
-from gprf.botorch import RandomFeatureSingleTaskGP
+from gprf.botorch import RandomFeatureSingleTaskGP, TrustRegion, model_lengthscale, thompson_sample
 from gprf.cli.bench_thompson import dense_update_bytes
 from gprf.cli.memory import peak_memory_bytes
 
-METHODS = ("exact-qLogNEI", "rf-qLogNEI", "rf-TS")
+METHODS = ("exact-qLogNEI", "rf-qLogNEI", "rf-TS", "rf-TS-TR")
 
 
 def problems(quick: bool) -> dict[str, dict]:
@@ -91,14 +94,25 @@ def run(problem: dict, method: str, seed: int, num_features: int) -> tuple[list[
     ).squeeze(-2)
     y = evaluate(function, x)
     best, seconds = [y.max().item()], [0.0]
+    region = TrustRegion(dim=dim, batch_size=problem["q"])
+    region.update(y)
     for iteration in range(problem["iterations"]):
         start = time.perf_counter()
         model = build_model(method, x, y, num_features, seed)
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-        candidates = propose(method, model, x, problem["q"], seed + iteration)
+        if method.endswith("TR"):
+            if region.restart_needed:  # collapsed: a fresh region around the best point
+                region = TrustRegion(dim=dim, batch_size=problem["q"], best_value=region.best_value)
+            candidates = region.candidates(
+                x[y.argmax()], max(2000, 100 * dim), model_lengthscale(model), seed + iteration
+            )
+            candidates = thompson_sample(model, candidates, problem["q"])
+        else:
+            candidates = propose(method, model, x, problem["q"], seed + iteration)
         seconds.append(time.perf_counter() - start)
-        x = torch.cat([x, candidates])
-        y = torch.cat([y, evaluate(function, candidates)])
+        values = evaluate(function, candidates)
+        region.update(values)
+        x, y = torch.cat([x, candidates]), torch.cat([y, values])
         best.append(y.max().item())
     return best, seconds
 
@@ -106,7 +120,9 @@ def run(problem: dict, method: str, seed: int, num_features: int) -> tuple[list[
 def compare(args) -> dict:
     results = {}
     for name, problem in problems(args.quick).items():
-        for method in METHODS:
+        if args.problems and name not in args.problems:
+            continue
+        for method in args.methods:
             runs = [run(problem, method, seed, args.features) for seed in range(args.seeds)]
             best = torch.tensor([r[0] for r in runs]).mean(0)
             seconds = torch.tensor([r[1] for r in runs]).mean(0)
@@ -128,7 +144,7 @@ def plot(results: dict, path: str) -> None:
     names = sorted({name for name, _ in results})
     fig, axes = plt.subplots(2, len(names), figsize=(5 * len(names), 7), squeeze=False)
     for column, name in enumerate(names):
-        for method in METHODS:
+        for method in sorted({method for key, method in results if key == name}, key=METHODS.index):
             best, seconds = results[name, method]
             axes[0, column].plot(best.numpy(), label=method)
             axes[1, column].plot(seconds.cumsum(0).numpy(), best.numpy(), label=method)
@@ -201,6 +217,8 @@ def main() -> None:
     parser.add_argument("--timing-n", type=int, default=20_000)
     parser.add_argument("--botorch-n", type=int, nargs="*", default=[1000, 2000])
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--methods", nargs="*", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--problems", nargs="*", help="hartmann6, styblinski_tang20 (default: both)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
