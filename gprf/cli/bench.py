@@ -11,6 +11,8 @@ Sub-benchmarks (``--what``, comma-separated, or ``all``; default ``mll,predict``
   projections and scikit-learn's samplers (:mod:`gprf.cli.bench_featurize`);
 * ``thompson``: pathwise Thompson sampling with ``RandomFeatureSingleTaskGP`` against BoTorch's default
   route on an exact ``SingleTaskGP`` (:mod:`gprf.cli.bench_thompson`);
+* ``acquisition``: posterior and qLogNEI values with gradients at candidate batches, ``RandomFeatureSingleTaskGP``
+  against an exact ``SingleTaskGP`` at several training sizes (:mod:`gprf.cli.bench_acquisition`);
 * ``regression``: test RMSE and NLL against training time on real data, gprf's one-call training recipe against
   the exact GP, SGPR, SVGP and GPyTorch's ``RFFKernel`` (:mod:`gprf.cli.bench_regression`).
 
@@ -23,6 +25,7 @@ import argparse
 
 import torch
 
+from gprf.cli.bench_acquisition import render_acquisition, run_acquisition
 from gprf.cli.bench_featurize import render_featurize, run_featurize
 from gprf.cli.bench_gp import MEASURES_OF, render_gp, run_gp
 from gprf.cli.bench_regression import (
@@ -45,7 +48,7 @@ from gprf.cli.options import (
 )
 from gprf.cli.report import Progress, write_json
 
-SUB_BENCHMARKS = ("mll", "predict", "featurize", "thompson", "regression")
+SUB_BENCHMARKS = ("mll", "predict", "featurize", "thompson", "acquisition", "regression")
 DEFAULT_WHAT = "mll,predict"
 
 
@@ -147,6 +150,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default=2000,
         help="points each path is maximised over (default: 2000)",
     )
+    acq = parser.add_argument_group("acquisition")
+    acq.add_argument(
+        "--acq-n", type=positive_ints, default=[1000, 5000, 20000], metavar="N,...",
+        help="training sizes (default: 1000,5000,20000)",
+    )  # fmt: skip
+    acq.add_argument(
+        "--acq-exact-max-n", type=non_negative_int, default=5000, metavar="N",
+        help="time the exact SingleTaskGP only when N <= this (default: 5000; 0 disables it)",
+    )  # fmt: skip
+    acq.add_argument("--acq-d", type=positive_int, default=20, metavar="D", help="input dimension (default: 20)")
+    acq.add_argument("--acq-q", type=positive_int, default=4, metavar="Q", help="points per batch (default: 4)")
+    acq.add_argument(
+        "--acq-batches", type=positive_int, default=64, metavar="B", help="batches per evaluation (default: 64)"
+    )
     add_regression_arguments(parser)
     add_device_arguments(parser)
     parser.add_argument("--json", metavar="OUT.json", help="write the results as JSON")
@@ -199,6 +216,8 @@ def run_bench(args: argparse.Namespace, log: Progress) -> dict:
         )  # fmt: skip
     if "thompson" in args.what:
         report["thompson"] = run_thompson(args, device, dtype, log)
+    if "acquisition" in args.what:
+        report["acquisition"] = run_acquisition(args, device, dtype, log)
     if datasets is not None:
         report["regression"] = run_regression(args, datasets, device, dtype, log)
     return report
@@ -219,6 +238,8 @@ def render_report(report: dict) -> str:
         sections.append(render_featurize(report["featurize"]))
     if "thompson" in report:
         sections.append(render_thompson(report["thompson"]))
+    if "acquisition" in report:
+        sections.append(render_acquisition(report["acquisition"]))
     if "regression" in report:
         sections.append(render_regression(report["regression"]))
     for section in sections:

@@ -40,6 +40,7 @@ TINY_SUB_BENCH = ["bench", "--n", "120", "--d", "3", "--features", "16", "--test
                   "--warmup", "0", "--exact-max-n", "0", "--featurize-n", "50", "--featurize-dims", "3,8",
                   "--thompson-n", "150", "--thompson-exact-n", "60", "--paths", "7", "--candidates", "40",
                   "--max-n", "60", "--time-budget", "0.2", "--methods", "rff", "--rff-features", "16",
+                  "--acq-n", "40,80", "--acq-exact-max-n", "40", "--acq-d", "3", "--acq-q", "2", "--acq-batches", "3",
                   "--quiet"]  # fmt: skip
 
 
