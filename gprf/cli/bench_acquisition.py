@@ -6,8 +6,8 @@ values) two models answer the same calls:
 
 * gprf: :class:`~gprf.botorch.RandomFeatureSingleTaskGP` with ``F`` features; its posterior at :math:`M` points costs
   :math:`O(MF^2)` from the cached :math:`F\times F` factor (:class:`~gprf.prediction.FeatureSpacePredictionStrategy`);
-* exact: BoTorch's ``SingleTaskGP`` (Cholesky of the :math:`N\times N` covariance, cached; :math:`O(MN)` per mean
-  and :math:`O(MN^2)`-free variances through its cached root), only where :math:`N \le` ``--acq-exact-max-n``.
+* exact: BoTorch's ``SingleTaskGP`` (Cholesky of the :math:`N\times N` covariance, cached: :math:`O(MN)` for the
+  means and :math:`O(MN^2)` for the variances), only where :math:`N \le` ``--acq-exact-max-n``.
 
 Measures, round-robin over the models (median seconds):
 
@@ -15,7 +15,11 @@ Measures, round-robin over the models (median seconds):
 * ``qlognei``: ``qLogNoisyExpectedImprovement`` (128 quasi-random samples, the training inputs as baseline, pruned
   once at construction) at ``--acq-batches`` batches of ``q = --acq-q`` points, value and gradient — one step of
   BoTorch's multi-start optimiser;
-* ``setup``: building that acquisition function (posterior caches, baseline pruning), untimed above.
+* ``setup``: building that acquisition function (posterior caches, baseline pruning), timed separately.
+
+In the ``qlognei`` measure GPyTorch evaluates the test–train covariance block for every batch of candidates, which
+for gprf featurises the training rows once per batch (its prediction never reads that block); the report shows the
+cost.
 """
 
 from __future__ import annotations
