@@ -16,6 +16,7 @@ from gprf._botorch_hook import register_with_botorch_if_imported
 from gprf.exceptions import LowRankStructureWarning
 from gprf.features import FeatureMapBase
 from gprf.linalg import FeatureRootLinearOperator, LazyFeatures, feature_root
+from gprf.linalg.deferred_root_transpose_operator import DeferredRootTransposeLinearOperator
 from gprf.prediction import FeatureSpacePredictionStrategy
 from gprf.settings import feature_chunk_size
 
@@ -101,12 +102,21 @@ class FeatureKernel(Kernel, ABC):
             if chunk_size is not None:  # large N F: the marginal likelihood sums over row chunks, never forming R
                 return self.root_operator(x1, self.lazy_features(x1, chunk_size))
         r1 = self.features(x1)
-        r2 = r1 if same else self.features(x2)
+        if same:
+            return (r1 * r1).sum(-1) if diag else self.root_operator(x1, r1)
         if diag:
-            return (r1 * r2).sum(-1)
-        if r2 is r1:
-            return self.root_operator(x1, r1)
-        return MatmulLinearOperator(r1, r2.mT)
+            return (r1 * self.features(x2)).sum(-1)
+        return MatmulLinearOperator(r1, self.deferred_root_transpose(x2))
+
+    def deferred_root_transpose(self, x: Tensor) -> DeferredRootTransposeLinearOperator:
+        """:math:`R^\top` of raw inputs ``x``, featurised only when read: the second factor of cross covariances, whose
+        training side GPyTorch's prediction evaluates for every call and gprf's prediction never reads."""
+        with torch.no_grad():
+            first = self.features(x[..., :1, :])  # the batch shape and F of the root, from one row
+        params = tuple(param for param in self.parameters() if param.requires_grad)
+        return DeferredRootTransposeLinearOperator(
+            x, *params, feature_fn=self.features, batch_shape=first.shape[:-2], num_features=first.size(-1)
+        )
 
     def lazy_features(self, x: Tensor, chunk_size: int) -> LazyFeatures:
         """The root of raw inputs ``x`` not formed: :meth:`features` of row chunks of ``chunk_size``, differentiable
