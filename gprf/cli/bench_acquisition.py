@@ -17,9 +17,9 @@ Measures, round-robin over the models (median seconds):
   BoTorch's multi-start optimiser;
 * ``setup``: building that acquisition function (posterior caches, baseline pruning), timed separately.
 
-In the ``qlognei`` measure GPyTorch evaluates the test–train covariance block for every batch of candidates, which
-for gprf featurises the training rows once per batch (its prediction never reads that block); the report shows the
-cost.
+GPyTorch evaluates the test–train covariance block of every batch of candidates; gprf keeps its training side
+deferred (:class:`~gprf.linalg.deferred_root_transpose_operator.DeferredRootTransposeLinearOperator`), since its
+prediction never reads it.
 """
 
 from __future__ import annotations
