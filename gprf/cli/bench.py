@@ -13,6 +13,8 @@ Sub-benchmarks (``--what``, comma-separated, or ``all``; default ``mll,predict``
   route on an exact ``SingleTaskGP`` (:mod:`gprf.cli.bench_thompson`);
 * ``acquisition``: posterior and qLogNEI values with gradients at candidate batches, ``RandomFeatureSingleTaskGP``
   against an exact ``SingleTaskGP`` at several training sizes (:mod:`gprf.cli.bench_acquisition`);
+* ``bo``: Bayesian optimisation with large batches on Styblinski–Tang, gprf's Thompson sampling (global and in a
+  trust region) and qLogNEI against the exact ``SingleTaskGP`` (:mod:`gprf.cli.bench_bo`);
 * ``regression``: test RMSE and NLL against training time on real data, gprf's one-call training recipe against
   the exact GP, SGPR, SVGP and GPyTorch's ``RFFKernel`` (:mod:`gprf.cli.bench_regression`).
 
@@ -26,6 +28,7 @@ import argparse
 import torch
 
 from gprf.cli.bench_acquisition import render_acquisition, run_acquisition
+from gprf.cli.bench_bo import BO_METHODS, bo_methods, plot_bo, render_bo, run_bo
 from gprf.cli.bench_featurize import render_featurize, run_featurize
 from gprf.cli.bench_gp import MEASURES_OF, render_gp, run_gp
 from gprf.cli.bench_regression import (
@@ -43,12 +46,13 @@ from gprf.cli.options import (
     apply_threads,
     check_output_path,
     non_negative_int,
+    positive_float,
     positive_int,
     resolve_device,
 )
 from gprf.cli.report import Progress, write_json
 
-SUB_BENCHMARKS = ("mll", "predict", "featurize", "thompson", "acquisition", "regression")
+SUB_BENCHMARKS = ("mll", "predict", "featurize", "thompson", "acquisition", "bo", "regression")
 DEFAULT_WHAT = "mll,predict"
 
 
@@ -164,6 +168,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     acq.add_argument(
         "--acq-batches", type=positive_int, default=64, metavar="B", help="batches per evaluation (default: 64)"
     )
+    bo = parser.add_argument_group("bo")
+    bo.add_argument("--bo-d", type=positive_int, default=20, metavar="D", help="dimension (default: 20)")
+    bo.add_argument("--bo-init", type=positive_int, default=1000, metavar="N", help="initial points (default: 1000)")
+    bo.add_argument("--bo-q", type=positive_int, default=100, metavar="Q", help="batch size (default: 100)")
+    bo.add_argument(
+        "--bo-max-n", type=positive_int, default=20000, metavar="N", help="evaluations per run (default: 20000)"
+    )
+    bo.add_argument(
+        "--bo-time-budget", type=positive_float, default=600.0, metavar="SECONDS",
+        help="modelling seconds per run (default: 600)",
+    )  # fmt: skip
+    bo.add_argument("--bo-seeds", type=positive_int, default=5, metavar="S", help="seeds (default: 5)")
+    bo.add_argument(
+        "--bo-methods", type=bo_methods, default=list(BO_METHODS), metavar="LIST",
+        help=f"subset of {','.join(BO_METHODS)} (default: all)",
+    )  # fmt: skip
+    bo.add_argument("--bo-plot", metavar="OUT.png", help="draw the best value against evaluations and seconds")
     add_regression_arguments(parser)
     add_device_arguments(parser)
     parser.add_argument("--json", metavar="OUT.json", help="write the results as JSON")
@@ -201,6 +222,10 @@ def run_bench(args: argparse.Namespace, log: Progress) -> dict:
             f"argument --features: must be even (F/2 frequencies with cos and sin features), got {args.features}"
         )
     datasets = load_regression_datasets(args)
+    if args.bo_plot is not None:
+        if "bo" not in args.what:
+            raise CLIError("argument --bo-plot: draws the bo benchmark; add bo to --what")
+        check_output_path(args.bo_plot, "--bo-plot")
     report: dict = {"command": "bench", "config": config(args, device)}
     measures = [measure for name in args.what if name in MEASURES_OF for measure in MEASURES_OF[name]]
     if measures:
@@ -218,6 +243,11 @@ def run_bench(args: argparse.Namespace, log: Progress) -> dict:
         report["thompson"] = run_thompson(args, device, dtype, log)
     if "acquisition" in args.what:
         report["acquisition"] = run_acquisition(args, device, dtype, log)
+    if "bo" in args.what:
+        report["bo"] = run_bo(args, device, log)
+        if args.bo_plot:
+            plot_bo(report["bo"], args.bo_plot)
+            log(f"wrote {args.bo_plot}")
     if datasets is not None:
         report["regression"] = run_regression(args, datasets, device, dtype, log)
     return report
@@ -240,11 +270,13 @@ def render_report(report: dict) -> str:
         sections.append(render_thompson(report["thompson"]))
     if "acquisition" in report:
         sections.append(render_acquisition(report["acquisition"]))
+    if "bo" in report:
+        sections.append(render_bo(report["bo"]))
     if "regression" in report:
         sections.append(render_regression(report["regression"]))
     for section in sections:
         lines += ["", *section]
-    if set(cfg["what"]) - {"regression"}:  # the regression tables report accuracy, not round-robin timings
+    if set(cfg["what"]) - {"regression", "bo"}:  # those tables report accuracy, not round-robin timings
         lines += ["", "All contenders of a table are timed round-robin in the same run: compare ratios, not times."]
     return "\n".join(lines)
 

@@ -41,6 +41,8 @@ TINY_SUB_BENCH = ["bench", "--n", "120", "--d", "3", "--features", "16", "--test
                   "--thompson-n", "150", "--thompson-exact-n", "60", "--paths", "7", "--candidates", "40",
                   "--max-n", "60", "--time-budget", "0.2", "--methods", "rff", "--rff-features", "16",
                   "--acq-n", "40,80", "--acq-exact-max-n", "40", "--acq-d", "3", "--acq-q", "2", "--acq-batches", "3",
+                  "--bo-d", "3", "--bo-init", "8", "--bo-q", "2", "--bo-max-n", "12", "--bo-seeds", "1",
+                  "--bo-methods", "gprf-ts,gprf-ts-tr",
                   "--quiet"]  # fmt: skip
 
 
