@@ -28,23 +28,15 @@ import warnings
 import torch
 from torch import Tensor
 
-from gprf.cli.options import CLIError
+from gprf.cli.options import CLIError, subset_of
 from gprf.cli.report import Progress, format_number, format_table
 
 #: ``--bo-methods`` names, in report order.
 BO_METHODS = ("gprf-ts", "gprf-ts-tr", "gprf-qlognei", "exact-qlognei")
 
 
-def bo_methods(text: str) -> list[str]:
-    """argparse type of ``--bo-methods``: a comma-separated subset of :data:`BO_METHODS`."""
-    names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
-    unknown = [name for name in names if name not in BO_METHODS]
-    if not names or unknown:
-        raise argparse.ArgumentTypeError(
-            f"unknown strategy(ies) {', '.join(map(repr, unknown)) or 'none given'}; "
-            f"choose from {', '.join(BO_METHODS)}"
-        )
-    return [name for name in BO_METHODS if name in names]
+#: argparse type of ``--bo-methods``: a comma-separated subset of :data:`BO_METHODS`.
+bo_methods = subset_of(BO_METHODS, "strategy")
 
 
 def _objective(dim: int):

@@ -18,23 +18,14 @@ import textwrap
 import torch
 
 from gprf.cli.data import Dataset
-from gprf.cli.options import CLIError, check_output_path, positive_float, positive_int
+from gprf.cli.options import CLIError, check_output_path, positive_float, positive_int, subset_of
 from gprf.cli.regression_data import TEST_FRACTION, dataset_names, load_datasets, regression_split
 from gprf.cli.regression_methods import LEARNING_RATE, METHODS, Sizes, predictive_metrics, run_contender
 from gprf.cli.regression_plot import check_plotting, plot_regression
 from gprf.cli.report import Progress, format_number, format_seconds, format_table
 
-
-def method_names(text: str) -> list[str]:
-    """argparse type of ``--methods``: a comma-separated subset of :data:`METHODS`, in canonical order."""
-    names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
-    unknown = [name for name in names if name not in METHODS]
-    if not names or unknown:
-        raise argparse.ArgumentTypeError(
-            f"unknown method(s) {', '.join(map(repr, unknown)) or 'none given'}; "
-            f"choose from {', '.join(METHODS)} (comma-separated)"
-        )
-    return [name for name in METHODS if name in names]
+#: argparse type of ``--methods``: a comma-separated subset of :data:`METHODS`, in canonical order.
+method_names = subset_of(METHODS, "method")
 
 
 def even_int(text: str) -> int:
