@@ -90,7 +90,7 @@ def _update_weights(model: ExactGP, points: Tensor, targets: Tensor, prior_weigh
     with feature_chunk_size.chunked(unwrap_scale_kernel(kernel).root_dim, points.device):
         root = feature_root(kernel(points))
     noise = observation_noise(model.likelihood, points)
-    factor, projection = root.with_noise(noise.expand(*noise.shape[:-1], root.num_points)).factor(targets.unsqueeze(-1))
+    factor, projection = root.with_noise(noise).factor(targets.unsqueeze(-1))
     cholesky = factor.cholesky
     eye = torch.eye(cholesky.size(-1), dtype=cholesky.dtype, device=cholesky.device)
     gram = cholesky @ cholesky.mT - eye  # G = C - I, F x F

@@ -30,16 +30,10 @@ import torch
 from torch import Tensor
 
 from gprf.cli.bench_gp import synthetic_data
-from gprf.cli.memory import (
-    available_memory_bytes,
-    current_memory_bytes,
-    peak_extra_tensor_bytes,
-    peak_memory_bytes,
-    reset_peak_memory,
-)
+from gprf.cli.memory import available_memory_bytes, peak_extra_tensor_bytes, probe_memory
 from gprf.cli.options import CLIError
 from gprf.cli.report import Progress, format_seconds, format_table
-from gprf.cli.timing import interleaved_timings, synchronize
+from gprf.cli.timing import interleaved_timings
 
 ROUTES = {
     "gprf-large": "gprf RandomFeatureSingleTaskGP, large N",
@@ -123,13 +117,9 @@ def run_thompson(args, device: torch.device, dtype: torch.dtype, log: Progress) 
             try:
                 for name, fn in fns.items():  # one untimed call per route, alone, for its peak memory
                     log(f"thompson {ROUTES[name]}: memory probe")
-                    synchronize(device)
-                    baseline = current_memory_bytes(device)
-                    per_route &= reset_peak_memory(device)
-                    fn()
-                    synchronize(device)
-                    peaks[name] = peak_memory_bytes(device)
-                    extras[name] = None if baseline is None else max(peaks[name] - baseline, 0)
+                    probe = probe_memory(fn, device)
+                    peaks[name], extras[name] = probe.peak, probe.extra
+                    per_route &= probe.windowed
                     if device.type == "cpu":  # the tensors' own peak: RSS adds the allocator's noisy slack
                         extras[name] = peak_extra_tensor_bytes(fn)
                 log(f"thompson: {args.warmup} warm-up + {args.repeats} timed run(s) of {', '.join(fns)}")

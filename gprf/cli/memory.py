@@ -9,9 +9,12 @@ import resource
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch.profiler import ProfilerActivity, profile
+
+from gprf.cli.timing import synchronize
 
 
 def _proc_status_bytes(field: str) -> int | None:
@@ -58,18 +61,33 @@ def reset_peak_memory(device: torch.device) -> bool:
         return False
 
 
-def peak_extra_bytes(fn: Callable[[], object], device: torch.device) -> int | None:
-    """What one call of ``fn`` adds at its peak to the memory held before it (its result dropped at once), or
-    ``None`` where the peak cannot be reset (non-Linux CPUs)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+@dataclass(frozen=True)
+class MemoryProbe:
+    """One call's memory: the peak (:func:`peak_memory_bytes`), that peak above what was held before the call
+    (``None`` where the current memory cannot be read), and whether the peak window was reset for the call (``False``
+    on non-Linux CPUs, where ``peak`` is the process's peak so far)."""
+
+    peak: int
+    extra: int | None
+    windowed: bool
+
+
+def probe_memory(fn: Callable[[], object], device: torch.device) -> MemoryProbe:
+    """Call ``fn`` once (its result dropped at once) in a fresh peak-memory window and report its memory."""
+    synchronize(device)
     baseline = current_memory_bytes(device)
-    if not reset_peak_memory(device) or baseline is None:
-        return None
+    windowed = reset_peak_memory(device)
     fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return max(peak_memory_bytes(device) - baseline, 0)
+    synchronize(device)
+    peak = peak_memory_bytes(device)
+    return MemoryProbe(peak, None if baseline is None else max(peak - baseline, 0), windowed)
+
+
+def peak_extra_bytes(fn: Callable[[], object], device: torch.device) -> int | None:
+    """What one call of ``fn`` adds at its peak to the memory held before it, or ``None`` where the peak cannot be
+    reset (non-Linux CPUs)."""
+    probe = probe_memory(fn, device)
+    return probe.extra if probe.windowed else None
 
 
 def available_memory_bytes(device: torch.device) -> int:

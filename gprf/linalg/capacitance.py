@@ -137,7 +137,9 @@ def _known_inexact_before_forming(features: Tensor | LazyFeatures, noise: Tensor
     if torch.finfo(features.dtype).eps <= torch.finfo(factor_dtype.value()).eps:
         return False
     variances = noise if outputscale is None else noise / outputscale.unsqueeze(-1)
-    trace = (features.square().sum(-1).to(torch.float64) / variances.to(torch.float64)).sum(-1)
+    # Row norms by a reduction in float64: no N x F temporary on the marginal likelihood's path.
+    row_norms = torch.linalg.vector_norm(features, dim=-1, dtype=torch.float64).square()
+    trace = (row_norms / variances.to(torch.float64)).sum(-1)
     return bool(_trace_rounding_exceeds(trace, features.dtype).any())
 
 
