@@ -18,11 +18,12 @@ from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths, Math
 from botorch.sampling.pathwise.prior_samplers import DrawKernelFeaturePaths, draw_kernel_feature_paths
 from botorch.sampling.pathwise.update_strategies import GaussianUpdate
 from botorch.sampling.pathwise.update_strategies import gaussian_update as botorch_default_update
+from botorch.sampling.pathwise.utils import get_train_inputs
 from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood, Likelihood
 from gpytorch.models import ExactGP
 from torch import Size
 
-from gprf.botorch.features import gen_root_features
+from gprf.botorch.features import KernelRootFeatureMap
 from gprf.botorch.matheron import weight_space_matheron_paths
 from gprf.botorch.prior import path_weights
 from gprf.botorch.update import weight_space_update
@@ -39,10 +40,18 @@ def draw_prior_paths(model: ExactGP, **kwargs: Any) -> GeneralizedLinearPath:
     """Prior paths from the kernel's own features (the whole covariance module's root) and unbiased weights
     (:func:`~gprf.botorch.prior.path_weights`) for gprf kernels; BoTorch's sampler for every other model."""
     if is_feature_kernel(model.covar_module):
-        kwargs.setdefault("map_generator", gen_root_features)
+        (points,) = get_train_inputs(model, transformed=True)
+        kwargs.setdefault("map_generator", partial(covariance_root_features, num_inputs=points.size(-1)))
         if kwargs.get("weight_generator") is None:
             kwargs["weight_generator"] = partial(path_weights, batch_ndim=len(model.covar_module.batch_shape))
     return botorch_prior_paths(model, **kwargs)
+
+
+def covariance_root_features(kernel: Any, num_inputs: int, **_: Any) -> KernelRootFeatureMap:
+    """The ``map_generator`` of a whole covariance module: its root, refusing points whose width is not that of the
+    model's (transformed) training inputs, ``num_inputs`` (BoTorch's own ``num_inputs`` is the untransformed width,
+    and the requested feature count is ignored: see :func:`~gprf.botorch.features.gen_root_features`)."""
+    return KernelRootFeatureMap(kernel, num_inputs=num_inputs)
 
 
 @GaussianUpdate.register(ExactGP, (GaussianLikelihood, FixedNoiseGaussianLikelihood))

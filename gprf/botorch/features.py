@@ -50,17 +50,24 @@ class KernelRootFeatureMap(PathwiseFeatureMap):
     :math:`s`). The map evaluates ``kernel(x)`` as GPyTorch does (``active_dims``, lengthscales) and reads the
     root back through :func:`gprf.linalg.feature_root`, so later hyperparameter changes are seen and nothing
     random is added. ``output_transform`` is the identity, so that BoTorch's ``ScaleKernel`` generator can chain
-    an outputscale onto a map built for the bare kernel.
+    an outputscale onto a map built for the bare kernel. With ``num_inputs`` (the columns of the model's
+    transformed training inputs), points of another width are refused with an error that says so.
     """
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: Kernel, num_inputs: int | None = None) -> None:
         check_pathwise_kernel(kernel)
         super().__init__()
         self.kernel = kernel
+        self.num_inputs = num_inputs
         self.input_transform = None
         self.output_transform = IdentityTransform()
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.num_inputs is not None and (x.dim() < 2 or x.size(-1) != self.num_inputs):
+            raise ValueError(
+                f"Sample paths of this model take points of shape (..., n, {self.num_inputs}) (the width of its "
+                f"training inputs), got {tuple(x.shape)}; pass candidates with {self.num_inputs} columns."
+            )
         return feature_root(self.kernel(x)).scaled_features()
 
     @property
@@ -78,6 +85,7 @@ def gen_root_features(kernel: Kernel, num_inputs: int, num_outputs: int) -> Kern
     for whole covariance modules (amplitude included, read by the one decoder).
 
     ``num_outputs`` (BoTorch's requested feature count) is ignored on purpose: the model's covariance is fixed by
-    the kernel's own features, and drawing a different number would sample another model.
+    the kernel's own features, and drawing a different number would sample another model. So is ``num_inputs``:
+    BoTorch passes the width after ``active_dims``, while this map reads the full points (the kernel selects).
     """
     return KernelRootFeatureMap(kernel)

@@ -71,7 +71,7 @@ def weight_space_matheron_paths(model: ExactGP, sample_shape: Size) -> MatheronP
     with delattr_ctx(model, "outcome_transform"):
         prior_paths = draw_kernel_feature_paths(model=model, sample_shape=sample_shape)
         weights = _update_weights(model, points, targets, prior_paths.weight)
-    feature_map = KernelRootFeatureMap(kernel)
+    feature_map = KernelRootFeatureMap(kernel, num_inputs=points.size(-1))
     feature_map.input_transform = get_input_transform(model)
     update_paths = GeneralizedLinearPath(
         feature_map=feature_map, weight=weights.to(prior_paths.weight.dtype), is_ensemble=is_ensemble(model)

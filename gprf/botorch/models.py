@@ -112,6 +112,17 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
             input_transform=input_transform,
         )
         self._subset_batch_dict = output_batch_dims(self, self._aug_batch_shape)
+        self._num_input_columns = train_X.size(-1)
+
+    def posterior(self, X: Tensor, *args: Any, **kwargs: Any):
+        """BoTorch's posterior at ``X`` (``batch x q x d``), after checking that ``X`` has the training inputs'
+        ``d`` columns (GPyTorch would otherwise fail inside its concatenation of training and test points)."""
+        if X.dim() < 2 or X.size(-1) != self._num_input_columns:
+            raise ValueError(
+                f"X must have shape (..., q, {self._num_input_columns}) like the training inputs, got "
+                f"{tuple(X.shape)}; pass points with {self._num_input_columns} columns."
+            )
+        return super().posterior(X, *args, **kwargs)
 
     def forward(self, x: Tensor) -> MultivariateNormal:
         prior = super().forward(x)

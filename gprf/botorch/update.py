@@ -114,7 +114,7 @@ def weight_space_update(
     weight = factor.solve(projection)  # batch x F x S
     weight = weight.movedim(-1, 0).reshape(*sample_shape, *phi.shape[:-2], phi.size(-1))
 
-    feature_map = KernelRootFeatureMap(kernel)
+    feature_map = KernelRootFeatureMap(kernel, num_inputs=points.size(-1))
     feature_map.input_transform = get_input_transform(model)
     return GeneralizedLinearPath(
         feature_map=feature_map, weight=weight.to(sample_values.dtype), is_ensemble=is_ensemble(model)

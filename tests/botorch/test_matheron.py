@@ -14,7 +14,7 @@ from gpytorch.likelihoods import BernoulliLikelihood
 
 import gprf
 import gprf.botorch.dispatch as gprf_dispatch
-from gprf.botorch import KernelRootFeatureMap
+from gprf.botorch import KernelRootFeatureMap, RandomFeatureSingleTaskGP
 from gprf.botorch.matheron import weight_space_matheron_paths
 from tests.botorch.conftest import make_botorch_model
 
@@ -81,3 +81,13 @@ def test_non_gaussian_likelihoods_keep_botorchs_route():
     ):
         draw_matheron_paths(model, torch.Size([2]))
     assert ours.call_count == 0 and theirs.call_count == 1
+
+
+@pytest.mark.parametrize("draw", [weight_space_matheron_paths, draw_matheron_paths])
+def test_candidates_of_another_width_are_refused_by_name(draw):
+    # Without an input transform (BoTorch's Normalize would name the widths first).
+    x = torch.rand(20, 3, dtype=torch.float64)
+    model = RandomFeatureSingleTaskGP(x, x.sum(-1, keepdim=True), num_features=16, seed=0).eval()
+    paths = draw(model, torch.Size([2]))
+    with pytest.raises(ValueError, match=r"points of shape \(\.\.\., n, 3\).*got \(5, 4\)"):
+        paths(torch.rand(5, 4, dtype=torch.float64))

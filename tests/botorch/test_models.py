@@ -265,3 +265,11 @@ def test_complex_posterior_kernel_is_rejected():
     kernel = PolynomialSketchKernel(16, num_dims=2, degree=2, complex=True, posterior="complex", seed=0)
     with pytest.raises(NotImplementedError, match="posterior='complex'"):
         RandomFeatureSingleTaskGP(x, x.sum(-1, keepdim=True), covar_module=kernel)
+
+
+def test_points_of_another_width_are_refused_by_name():
+    x = torch.rand(10, 2, dtype=torch.float64)
+    model = RandomFeatureSingleTaskGP(x, x.sum(-1, keepdim=True), num_features=16, seed=0).eval()
+    with pytest.raises(ValueError, match=r"X must have shape \(\.\.\., q, 2\).*got \(4, 3\)"):
+        model.posterior(torch.rand(4, 3, dtype=torch.float64))
+    assert model.posterior(torch.rand(4, 2, dtype=torch.float64)).mean.shape == (4, 1)

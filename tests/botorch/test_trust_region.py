@@ -9,6 +9,7 @@ from unittest import mock
 
 import pytest
 import torch
+from botorch.exceptions.errors import BotorchTensorDimensionError
 from botorch.fit import fit_gpytorch_mll
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
@@ -127,3 +128,6 @@ def test_bad_centres_and_sample_counts_are_named():
     model = make_botorch_model()
     with pytest.raises(ValueError, match="num_samples must be between 1 and the 4 candidates"):
         thompson_sample(model, torch.rand(4, 3, dtype=torch.float64), 5)
+    # This model normalises its inputs: BoTorch's input transform names the widths first.
+    with pytest.raises(BotorchTensorDimensionError, match="Received 5, expected 3"):
+        thompson_sample(model.eval(), torch.rand(4, 5, dtype=torch.float64), 2)
