@@ -39,6 +39,7 @@ from gprf.cli.bench_regression import (
 )
 from gprf.cli.bench_roofline import gemm_rates, render_roofline, roofline_report
 from gprf.cli.bench_thompson import render_thompson, run_thompson
+from gprf.cli.bo_objectives import BO_OBJECTIVES
 from gprf.cli.options import (
     DTYPES,
     CLIError,
@@ -169,6 +170,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--acq-batches", type=positive_int, default=64, metavar="B", help="batches per evaluation (default: 64)"
     )
     bo = parser.add_argument_group("bo")
+    bo.add_argument(
+        "--bo-objective", choices=BO_OBJECTIVES, default="styblinski-tang",
+        help="test problem: Styblinski-Tang, or a Matern-3/2 GP prior sample with noisy observations (the SGD-GP "
+        "Thompson-sampling setting with --bo-d 8); default: styblinski-tang",
+    )  # fmt: skip
+    bo.add_argument(
+        "--bo-noise", type=positive_float, default=1e-3, metavar="VAR",
+        help="observation noise variance of gp-sample (default: 0.001)",
+    )  # fmt: skip
     bo.add_argument("--bo-d", type=positive_int, default=20, metavar="D", help="dimension (default: 20)")
     bo.add_argument("--bo-init", type=positive_int, default=1000, metavar="N", help="initial points (default: 1000)")
     bo.add_argument("--bo-q", type=positive_int, default=100, metavar="Q", help="batch size (default: 100)")

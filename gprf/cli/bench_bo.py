@@ -1,9 +1,11 @@
 r"""``gprf bench --what bo``: Bayesian optimisation with large batches, gprf against the exact ``SingleTaskGP``.
 
-Maximises the negated Styblinski–Tang function in ``--bo-d`` dimensions (inputs scaled to the unit cube) from a
-scrambled Sobol design of ``--bo-init`` points, in batches of ``q = --bo-q`` points, until ``--bo-max-n`` evaluations
-or ``--bo-time-budget`` seconds of modelling (fit and acquisition; the test function's own time excluded) per run,
-for ``--bo-seeds`` seeds. Strategies (``--bo-methods``):
+Maximises ``--bo-objective`` in ``--bo-d`` dimensions (:mod:`gprf.cli.bo_objectives`: the negated
+Styblinski–Tang function, or a Matérn-3/2 GP prior sample observed with noise of variance ``--bo-noise``, the
+large-scale Thompson-sampling setting of Lin et al. 2023) from a scrambled Sobol design of ``--bo-init`` points,
+in batches of ``q = --bo-q`` points, until ``--bo-max-n`` evaluations or ``--bo-time-budget`` seconds of modelling
+(fit and acquisition; the test function's own time excluded) per run, for ``--bo-seeds`` seeds. Thompson sampling
+picks among ``max(2000, 100 d, 10 q)`` candidates. Strategies (``--bo-methods``):
 
 * ``gprf-ts``: :class:`~gprf.botorch.RandomFeatureSingleTaskGP` with ``--features`` features, fitted by BoTorch's
   ``fit_gpytorch_mll`` (:func:`gprf.fit_mll` underneath), and Thompson sampling of one path per batch point over
@@ -13,7 +15,7 @@ for ``--bo-seeds`` seeds. Strategies (``--bo-methods``):
 * ``exact-qlognei``: BoTorch's ``SingleTaskGP`` with ``fit_gpytorch_mll`` and qLogNEI, as far as it gets in the
   same budget.
 
-Reported per strategy: evaluations reached, the best value after the evaluations every run of every strategy
+Reported per strategy: evaluations reached, the best (noiseless) value after the evaluations every run of every strategy
 reached (mean and standard deviation over seeds), the final best value, and seconds per iteration;
 ``--bo-plot`` draws the mean best value against evaluations and against modelling seconds.
 """
@@ -28,6 +30,7 @@ import warnings
 import torch
 from torch import Tensor
 
+from gprf.cli.bo_objectives import make_objective
 from gprf.cli.options import CLIError, subset_of
 from gprf.cli.report import Progress, format_number, format_table
 
@@ -37,18 +40,6 @@ BO_METHODS = ("gprf-ts", "gprf-ts-tr", "gprf-qlognei", "exact-qlognei")
 
 #: argparse type of ``--bo-methods``: a comma-separated subset of :data:`BO_METHODS`.
 bo_methods = subset_of(BO_METHODS, "strategy")
-
-
-def _objective(dim: int):
-    from botorch.test_functions import StyblinskiTang
-
-    function = StyblinskiTang(dim=dim, negate=True)
-
-    def evaluate(x: Tensor) -> Tensor:
-        bounds = function.bounds.to(x)
-        return function(bounds[0] + (bounds[1] - bounds[0]) * x).unsqueeze(-1)
-
-    return evaluate
 
 
 def _fit(method: str, x: Tensor, y: Tensor, num_features: int, seed: int):
@@ -75,7 +66,7 @@ def _propose(method: str, model, x: Tensor, y: Tensor, q: int, region, seed: int
     from gprf.botorch import model_lengthscale, thompson_sample
 
     dim = x.size(-1)
-    num_candidates = max(2000, 100 * dim, 2 * q)
+    num_candidates = max(2000, 100 * dim, 10 * q)
     if method == "gprf-ts-tr":
         candidates = region.candidates(x[y.argmax()], num_candidates, model_lengthscale(model), seed)
         return thompson_sample(model, candidates, q)
@@ -98,13 +89,14 @@ def run_one(method: str, args: argparse.Namespace, seed: int, device: torch.devi
     from gprf.botorch import TrustRegion
 
     dim, q = args.bo_d, args.bo_q
-    objective = _objective(dim)
+    objective = make_objective(args.bo_objective, dim, seed, args.bo_noise)
     unit = torch.stack([torch.zeros(dim), torch.ones(dim)]).to(device, torch.float64)
     x = draw_sobol_samples(unit, n=args.bo_init, q=1, seed=seed).squeeze(-2)
-    y = objective(x)
+    y = objective.observe(x)
+    best_value = objective.value(x).max().item()  # noiseless: what the evaluated points are worth
     region = TrustRegion(dim=dim, batch_size=q)
     region.update(y)
-    evaluations, best, seconds = [x.size(0)], [y.max().item()], [0.0]
+    evaluations, best, seconds = [x.size(0)], [best_value], [0.0]
     torch.manual_seed(seed)
     while x.size(0) + q <= args.bo_max_n and seconds[-1] < args.bo_time_budget:
         start = time.perf_counter()
@@ -113,11 +105,12 @@ def run_one(method: str, args: argparse.Namespace, seed: int, device: torch.devi
             region = TrustRegion(dim=dim, batch_size=q, best_value=region.best_value)
         batch = _propose(method, model, x, y, q, region, seed + len(evaluations))
         seconds.append(seconds[-1] + time.perf_counter() - start)
-        values = objective(batch)
+        values = objective.observe(batch)
         region.update(values)
         x, y = torch.cat([x, batch]), torch.cat([y, values])
+        best_value = max(best_value, objective.value(batch).max().item())
         evaluations.append(x.size(0))
-        best.append(y.max().item())
+        best.append(best_value)
     log(f"bo {method} seed {seed}: {evaluations[-1]} evaluations, best {best[-1]:.4g}, {seconds[-1]:.1f} s")
     return {"evaluations": evaluations, "best": best, "seconds": seconds}
 
@@ -151,6 +144,7 @@ def run_bo(args: argparse.Namespace, device: torch.device, log: Progress) -> dic
             "seconds_per_iteration": statistics.mean(steps),
         }
     return {
+        "objective": make_objective(args.bo_objective, args.bo_d, 0, args.bo_noise).description,
         "dim": args.bo_d,
         "q": args.bo_q,
         "init": args.bo_init,
@@ -177,7 +171,7 @@ def render_bo(result: dict) -> list[str]:
             ]
         )
     return [
-        f"bo: Styblinski-Tang-{result['dim']} (negated, maximised), {result['init']} initial points, batches of "
+        f"bo: {result['objective']}, {result['init']} initial points, batches of "
         f"q={result['q']}, up to {result['max_n']} evaluations or {result['time_budget_s']:g} s of modelling per run, "
         f"{result['seeds']} seed(s); gprf F={result['features']}",
         "",
@@ -201,7 +195,7 @@ def plot_bo(result: dict, path: str) -> None:
         seconds = [statistics.mean(run["seconds"][i] for run in per) for i in range(length)]
         by_evaluations.plot(evaluations, mean_best, marker="o", markersize=3, label=method)
         by_seconds.plot(seconds, mean_best, marker="o", markersize=3, label=method)
-    by_evaluations.set(xlabel="evaluations", ylabel="best value (mean over seeds)")
+    by_evaluations.set(xlabel="evaluations", ylabel="best value (mean over seeds)", title=result["objective"])
     by_seconds.set(xlabel="modelling seconds (fit + acquisition)", ylabel="best value (mean over seeds)")
     by_evaluations.legend()
     figure.tight_layout()

@@ -4,9 +4,12 @@ summary compares the strategies at evaluations all of them reached, and bad opti
 from __future__ import annotations
 
 import pytest
+import torch
+from botorch.utils.sampling import draw_sobol_samples
 
 from gprf.cli import main
 from gprf.cli.bench_bo import BO_METHODS, bo_methods
+from gprf.cli.bo_objectives import GPSample
 from tests.cli.conftest import run_json
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -42,3 +45,17 @@ def test_bad_options_are_named(capsys):
     with pytest.raises(SystemExit):
         main(["bench", "--what", "mll", "--bo-plot", "x.png", "--quiet"])
     assert "add bo to --what" in capsys.readouterr().err
+
+
+def test_the_gp_sample_problem_records_noiseless_best_values(tmp_path, capsys):
+    text, report = run_json(
+        tmp_path, capsys, *TINY_BO, "--bo-objective", "gp-sample", "--bo-noise", "0.01",
+        "--bo-methods", "gprf-ts,gprf-ts-tr", "--bo-seeds", "1",
+    )  # fmt: skip
+    result = report["bo"]
+    assert "Matern-3/2 GP sample in 3 dimensions" in text and "noise variance 0.01" in result["objective"]
+    objective = GPSample(3, 0, noise=0.01)
+    x = draw_sobol_samples(torch.stack([torch.zeros(3), torch.ones(3)]).double(), n=6, q=1, seed=0).squeeze(-2)
+    for per in result["runs"].values():
+        assert per[0]["best"][0] == pytest.approx(objective.value(x).max().item(), rel=1e-12)
+        assert per[0]["best"] == sorted(per[0]["best"])
