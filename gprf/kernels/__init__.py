@@ -7,6 +7,8 @@ from gprf.kernels.delta_gaussian import DeltaGaussianKernel
 from gprf.kernels.dot_product import DotProductKernel, ExponentialDotProductKernel, ScaledPolynomialKernel
 from gprf.kernels.feature_kernel import FeatureKernel, FeatureSumKernel, is_feature_kernel, unwrap_scale_kernel
 from gprf.kernels.feature_map_owner import FeatureMapOwner
+from gprf.kernels.feature_product_kernel import FeatureProductKernel
+from gprf.kernels.index_root_kernel import IndexRootKernel
 from gprf.kernels.localized_maclaurin import LocalizedMaclaurinKernel
 from gprf.kernels.maclaurin import MaclaurinKernel
 from gprf.kernels.polynomial_sketch import PolynomialSketchKernel
@@ -28,7 +30,9 @@ __all__ = [
     "ExponentialDotProductKernel",
     "FeatureKernel",
     "FeatureMapOwner",
+    "FeatureProductKernel",
     "FeatureSumKernel",
+    "IndexRootKernel",
     "LocalizedMaclaurinKernel",
     "MaclaurinKernel",
     "PolynomialSketchKernel",

@@ -8,7 +8,7 @@ import warnings
 from abc import ABC, abstractmethod
 
 import torch
-from gpytorch.kernels import Kernel, ScaleKernel
+from gpytorch.kernels import IndexKernel, Kernel, ScaleKernel
 from linear_operator.operators import MatmulLinearOperator
 from torch import Tensor
 
@@ -66,8 +66,9 @@ class FeatureKernel(Kernel, ABC):
     An abstract class (GPyTorch's ``Kernel`` is not): a subclass missing an abstract method cannot be built.
 
     Sums of feature kernels should be built with ``+`` between feature kernels (or
-    :class:`~gprf.kernels.FeatureSumKernel`), which concatenates roots; GPyTorch's ``AdditiveKernel`` and
-    ``ProductKernel`` would make the covariance dense.
+    :class:`~gprf.kernels.FeatureSumKernel`), which concatenates roots, and products with ``*`` (or
+    :class:`~gprf.kernels.FeatureProductKernel`); GPyTorch's ``AdditiveKernel`` and ``ProductKernel`` would make
+    the covariance dense. ``ScaleKernel(k1) * k2`` is GPyTorch's ``ProductKernel``: write ``ScaleKernel(k1 * k2)``.
     """
 
     def __init__(self, **kwargs) -> None:
@@ -139,11 +140,24 @@ class FeatureKernel(Kernel, ABC):
         return super().__add__(other)
 
     def __mul__(self, other: Kernel) -> Kernel:
-        raise TypeError(
-            "Products of random-feature kernels are not supported: GPyTorch's ProductKernel multiplies the "
-            "covariances elementwise, which destroys the low-rank feature root (dense N x N training). "
-            "Use a single feature map on the joint input, or wrap the kernel in ScaleKernel for an amplitude."
-        )
+        """The product as one feature root (:class:`~gprf.kernels.FeatureProductKernel`): with another feature
+        kernel, or with a task kernel (``IndexKernel``, BoTorch's ``PositiveIndexKernel``) through its exact root
+        (:class:`~gprf.kernels.IndexRootKernel`) — what BoTorch's ``MultiTaskGP`` builds from a gprf
+        ``covar_module``. The budget is :func:`~gprf.kernels.feature_product_kernel.default_product_budget`."""
+        # Imported here: both modules build on this one.
+        from gprf.kernels.feature_product_kernel import FeatureProductKernel, default_product_budget
+        from gprf.kernels.index_root_kernel import IndexRootKernel
+
+        if isinstance(other, IndexKernel):
+            other = IndexRootKernel(other)
+        if not is_feature_kernel(other):
+            raise TypeError(
+                f"Multiplying a random-feature kernel by {type(other).__name__} is not supported: GPyTorch's "
+                "ProductKernel multiplies the covariances elementwise, which destroys the low-rank feature root "
+                "(dense N x N training). Multiply gprf feature kernels (k1 * k2, or FeatureProductKernel(k1, k2, "
+                "num_features=F)) or a task IndexKernel; approximate the other factor first (gprf.random_features)."
+            )
+        return FeatureProductKernel(self, other, num_features=default_product_budget((self, other)))
 
 
 class FeatureSumKernel(FeatureKernel):
