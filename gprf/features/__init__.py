@@ -1,5 +1,6 @@
 """Random feature maps (torch modules, no GPyTorch): x -> Phi(x)."""
 
+from gprf.features.additive import ADDITIVE_ORDERS, AdditiveFourierFeatures
 from gprf.features.base import FeatureMap, FeatureMapBase, SignedFeatureMap, real_root
 from gprf.features.compositional import CompositionalFeatures
 from gprf.features.dual_activations import ACTIVATIONS, DualActivation
@@ -21,7 +22,9 @@ from gprf.features.sketches import SKETCHES, PolynomialSketch
 from gprf.features.spectral import SPECTRA, StationarySpectrum
 
 __all__ = [
+    "ADDITIVE_ORDERS",
     "ACTIVATIONS",
+    "AdditiveFourierFeatures",
     "BASE_KERNELS",
     "CompositionalFeatures",
     "DeltaGaussianSpectrum",

@@ -1,16 +1,20 @@
 """GPyTorch kernels built on random feature maps, and the exact kernels they approximate."""
 
+from gprf.kernels.additive_feature_kernel import AdditiveFeatureKernel, ExactAdditiveKernel
 from gprf.kernels.arc_cosine import ArcCosineKernel
 from gprf.kernels.arc_cosine_quadrature import ArcCosineQuadratureKernel
 from gprf.kernels.compositional import CompositionalKernel, CompositionalRandomFeatureKernel
 from gprf.kernels.delta_gaussian import DeltaGaussianKernel
 from gprf.kernels.dot_product import DotProductKernel, ExponentialDotProductKernel, ScaledPolynomialKernel
+from gprf.kernels.exact_expression import exact_expression
 from gprf.kernels.feature_kernel import FeatureKernel, FeatureSumKernel, is_feature_kernel, unwrap_scale_kernel
 from gprf.kernels.feature_map_owner import FeatureMapOwner
 from gprf.kernels.feature_product_kernel import FeatureProductKernel
 from gprf.kernels.index_root_kernel import IndexRootKernel
+from gprf.kernels.linear_feature_kernel import LinearFeatureKernel
 from gprf.kernels.localized_maclaurin import LocalizedMaclaurinKernel
 from gprf.kernels.maclaurin import MaclaurinKernel
+from gprf.kernels.offset_polynomial_sketch import OffsetPolynomialSketchKernel
 from gprf.kernels.polynomial_sketch import PolynomialSketchKernel
 from gprf.kernels.quadrature import QuadratureKernel
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
@@ -21,20 +25,24 @@ from gprf.kernels.signed_random_feature_kernel import SignedRandomFeatureKernel
 from gprf.kernels.spherical_polynomial import SphericalPolynomialKernel
 
 __all__ = [
+    "AdditiveFeatureKernel",
     "ArcCosineKernel",
     "ArcCosineQuadratureKernel",
     "CompositionalKernel",
     "CompositionalRandomFeatureKernel",
     "DeltaGaussianKernel",
     "DotProductKernel",
+    "ExactAdditiveKernel",
     "ExponentialDotProductKernel",
     "FeatureKernel",
     "FeatureMapOwner",
     "FeatureProductKernel",
     "FeatureSumKernel",
     "IndexRootKernel",
+    "LinearFeatureKernel",
     "LocalizedMaclaurinKernel",
     "MaclaurinKernel",
+    "OffsetPolynomialSketchKernel",
     "PolynomialSketchKernel",
     "QuadratureKernel",
     "RandomFeatureKernel",
@@ -44,6 +52,7 @@ __all__ = [
     "SignedPartKernel",
     "SignedRandomFeatureKernel",
     "SphericalPolynomialKernel",
+    "exact_expression",
     "is_feature_kernel",
     "unwrap_scale_kernel",
 ]

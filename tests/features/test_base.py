@@ -19,6 +19,7 @@ import gprf.features
 from gprf.features import (
     FOURIER_KERNELS,
     FOURIER_SAMPLERS,
+    AdditiveFourierFeatures,
     CompositionalFeatures,
     FeatureMap,
     FeatureMapBase,
@@ -436,6 +437,12 @@ def test_closed_forms_check_their_inputs():
 # Maclaurin map's draws live in its per-degree sketches) and integer draws (compositional features).
 MAP_DIM = 4
 MAP_CASES = {
+    "additive-second-order": (
+        AdditiveFourierFeatures,
+        lambda batch_shape, seed: AdditiveFourierFeatures(
+            MAP_DIM, 4, order=2, features_per_pair=2, batch_shape=batch_shape, seed=seed
+        ),
+    ),
     "fourier-iid": (
         RandomFourierFeatures,
         lambda batch_shape, seed: RandomFourierFeatures(
@@ -689,6 +696,7 @@ def test_contract_expanded_draws_refuse_to_resample(case):
 # Quadrature rules, TensorSketch's hashes, Maclaurin allocations and de-duplicated weights depend on the number of
 # features.
 NOT_NESTED = {
+    "additive-second-order",
     "compositional",
     "quadrature-haar",
     "quadrature-butterfly-arccos1",

@@ -23,6 +23,7 @@ import gprf.kernels
 from gprf.exceptions import LowRankStructureWarning
 from gprf.features import Skeleton
 from gprf.kernels import (
+    AdditiveFeatureKernel,
     ArcCosineQuadratureKernel,
     CompositionalRandomFeatureKernel,
     FeatureKernel,
@@ -30,8 +31,10 @@ from gprf.kernels import (
     FeatureProductKernel,
     FeatureSumKernel,
     IndexRootKernel,
+    LinearFeatureKernel,
     LocalizedMaclaurinKernel,
     MaclaurinKernel,
+    OffsetPolynomialSketchKernel,
     PolynomialSketchKernel,
     QuadratureKernel,
     RandomFourierKernel,
@@ -158,6 +161,7 @@ def _feature_product(batch_shape, seed):
 # Exported feature kernels whose contract lives in their own test module, with the reason.
 CONTRACT_ELSEWHERE = {
     IndexRootKernel: "task indices as inputs, an exact root (no draws): tests/kernels/test_index_root_kernel.py",
+    LinearFeatureKernel: "an exact root (no draws): tests/kernels/test_linear_feature_kernel.py",
 }
 
 KERNEL_CASES = {
@@ -202,6 +206,18 @@ KERNEL_CASES = {
         ),
     ),
     "feature-sum": (FeatureSumKernel, _feature_sum),
+    "additive-second-order": (
+        AdditiveFeatureKernel,
+        lambda batch_shape, seed: AdditiveFeatureKernel(
+            4, num_dims=3, order=2, features_per_pair=2, ard_num_dims=3, batch_shape=batch_shape, seed=seed
+        ),
+    ),
+    "offset-polynomial-sketch": (
+        OffsetPolynomialSketchKernel,
+        lambda batch_shape, seed: OffsetPolynomialSketchKernel(
+            8, num_dims=3, degree=2, sketch="srht", batch_shape=batch_shape, seed=seed
+        ),
+    ),
     "feature-product": (FeatureProductKernel, _feature_product),
     "signed-part": (
         SignedPartKernel,
@@ -274,10 +290,16 @@ def test_contract_evaluations_are_the_root_operator(case):
     torch.testing.assert_close(kernel(x, diag=True), covariance.to_dense().diagonal())
     if isinstance(kernel, FeatureMapOwner):  # the roots are the map's at the inputs divided by the lengthscale
         scaled = x / kernel.lengthscale if kernel.has_lengthscale else x
+        if isinstance(kernel, OffsetPolynomialSketchKernel):  # the offset enters as a constant input coordinate
+            scaled = kernel.augment(x)
         if isinstance(kernel, SignedFeatureKernel):
             expected = torch.cat(kernel.feature_map(scaled), dim=-1)
         else:
             expected = kernel.feature_map.real_features(scaled)
+        if isinstance(kernel, AdditiveFeatureKernel) and kernel.order == 2:  # interactions weighted by sqrt(tau)
+            first, second = kernel.feature_map.component_slices()
+            weight = kernel.interaction_variance.sqrt()
+            expected = torch.cat([expected[..., first], expected[..., second] * weight], dim=-1)
         torch.testing.assert_close(roots, expected, rtol=0, atol=0)
 
 

@@ -1,0 +1,170 @@
+"""AdditiveFeatureKernel and ExactAdditiveKernel: GPyTorch's BaseKernelTestCase, the tied exact kernel (equal to
+GPyTorch's AdditiveStructureKernel at first order), Monte-Carlo mean and variance against the closed forms, a GP over
+20 input dimensions trained by the marginal likelihood against the exact additive GP, BoTorch pathwise samples
+against the model's own posterior, and construction errors."""
+
+from __future__ import annotations
+
+import math
+import unittest
+import warnings
+
+import gpytorch
+import pytest
+import torch
+from gpytorch.kernels import AdditiveStructureKernel, MaternKernel, RBFKernel, ScaleKernel
+
+from gprf.kernels import AdditiveFeatureKernel, ExactAdditiveKernel, exact_expression
+from tests.conftest import DEVICES
+from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, num_dims_of
+from tests.prediction.conftest import ExactModel, train_by_mll
+
+Z_BOUND = 4.5  # two-sided, over a few dozen z-scores per test
+
+
+class TestAdditiveFeatureKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+    def create_kernel_no_ard(self, **kwargs):
+        return AdditiveFeatureKernel(16, num_dims_of(kwargs, 2), seed=SEED, **kwargs)
+
+    def create_kernel_ard(self, num_dims, **kwargs):
+        return AdditiveFeatureKernel(16, num_dims, ard_num_dims=num_dims, seed=SEED, **kwargs)
+
+
+class TestSecondOrderAdditiveFeatureKernel(TestAdditiveFeatureKernel):
+    def create_kernel_no_ard(self, **kwargs):
+        return AdditiveFeatureKernel(8, num_dims_of(kwargs, 2), kernel="matern52", order=2, seed=SEED, **kwargs)
+
+    def create_kernel_ard(self, num_dims, **kwargs):
+        return AdditiveFeatureKernel(
+            8, num_dims, kernel="matern52", order=2, ard_num_dims=num_dims, seed=SEED, **kwargs
+        )
+
+
+class TestExactAdditiveKernel(unittest.TestCase, gpytorch.test.base_kernel_test_case.BaseKernelTestCase):
+    def create_kernel_no_ard(self, **kwargs):
+        return ExactAdditiveKernel(order=2, **kwargs)
+
+    def create_kernel_ard(self, num_dims, **kwargs):
+        return ExactAdditiveKernel(kernel="matern32", ard_num_dims=num_dims, **kwargs)
+
+
+def _x(n: int = 8, d: int = 4, seed: int = 0) -> torch.Tensor:
+    return torch.randn(n, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "matern12", "matern52"])
+def test_first_order_exact_kernel_is_gpytorchs_additive_structure_kernel(kernel):
+    gprf_kernel = AdditiveFeatureKernel(4, num_dims=4, kernel=kernel, ard_num_dims=4, seed=0).double()
+    gprf_kernel.lengthscale = torch.tensor([[0.5, 0.9, 1.3, 2.0]], dtype=torch.float64)
+    exact = gprf_kernel.exact()
+    assert exact.raw_lengthscale is gprf_kernel.raw_lengthscale
+    base = RBFKernel(ard_num_dims=4) if kernel == "rbf" else MaternKernel(nu=float(kernel[-2]) / 2, ard_num_dims=4)
+    base.lengthscale = gprf_kernel.lengthscale.detach()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # GPyTorch deprecates the class and last_dim_is_batch
+        reference = AdditiveStructureKernel(base.double(), num_dims=4)
+        x, y = _x(), _x(5, seed=1)
+        torch.testing.assert_close(exact(x, y).to_dense(), reference(x, y).to_dense())
+        torch.testing.assert_close(exact(x, diag=True), reference(x, diag=True))
+
+
+def test_second_order_exact_kernel_sums_pairwise_products_and_ties_tau():
+    gprf_kernel = AdditiveFeatureKernel(4, num_dims=3, order=2, seed=0).double()
+    gprf_kernel.interaction_variance = 0.3
+    exact = gprf_kernel.exact()
+    assert exact.raw_interaction_variance is gprf_kernel.raw_interaction_variance
+    x, y = _x(d=3), _x(5, d=3, seed=1)
+    per_dim = [RBFKernel().double()(x[:, [j]], y[:, [j]]).to_dense() for j in range(3)]
+    pairs = per_dim[0] * per_dim[1] + per_dim[0] * per_dim[2] + per_dim[1] * per_dim[2]
+    torch.testing.assert_close(exact(x, y).to_dense(), sum(per_dim) + 0.3 * pairs)
+    torch.testing.assert_close(gprf_kernel.expected_kernel(x[:5], y), exact(x[:5], y, diag=True))
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_monte_carlo_mean_and_variance_of_the_kernel(order):
+    num_draws = 300
+    kernel = AdditiveFeatureKernel(6, num_dims=3, order=order, features_per_pair=4, ard_num_dims=3, seed=0).double()
+    kernel.lengthscale = torch.tensor([[0.6, 1.0, 1.7]], dtype=torch.float64)
+    if order == 2:
+        kernel.interaction_variance = 0.5
+    x, y = _x(d=3), _x(d=3, seed=1)
+    values = []
+    for draw in range(num_draws):
+        kernel.resample_features(torch.Generator().manual_seed(draw))
+        values.append(kernel(x, y, diag=True).detach())
+    values = torch.stack(values)
+    variance = kernel.variance(x, y).detach()
+    z = (values.mean(0) - kernel.exact()(x, y, diag=True).detach()) / (variance / num_draws).sqrt()
+    assert z.abs().max() < Z_BOUND
+
+
+def _additive_data(n: int, d: int = 20, seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, d, generator=generator, dtype=torch.float64)
+    # An additive function: each input dimension contributes one smooth bump.
+    y = torch.sin(4 * x).sum(-1) + 0.1 * torch.randn(n, generator=generator, dtype=torch.float64)
+    return x, y
+
+
+def test_gp_over_20_dimensions_trains_and_predicts_like_the_exact_additive_gp():
+    x, y = _additive_data(160)
+    test_x, test_y = _additive_data(60, seed=1)
+    kernel = ScaleKernel(AdditiveFeatureKernel(64, num_dims=20, seed=0)).double()
+    model = ExactModel(x, y, gpytorch.likelihoods.GaussianLikelihood().double(), kernel).double()
+    losses = train_by_mll(model, x, y, steps=40)
+    assert losses[-1] < losses[0]
+    # The exact additive GP with the very same (trained, shared) hyperparameters.
+    exact = ExactModel(x, y, model.likelihood, exact_expression(kernel)).double()
+    exact.mean_module = model.mean_module
+    model.eval(), exact.eval()
+    with torch.no_grad():
+        approximate, reference = model.likelihood(model(test_x)), exact.likelihood(exact(test_x))
+    nmse = ((approximate.mean - test_y) ** 2).mean() / test_y.var()
+    reference_nmse = ((reference.mean - test_y) ** 2).mean() / test_y.var()
+    assert nmse < 0.05 and nmse < reference_nmse + 0.01
+    # The predictive means differ by much less than the predictive standard deviation.
+    assert ((approximate.mean - reference.mean).abs() / reference.stddev).mean() < 0.25
+
+
+@pytest.mark.botorch
+def test_pathwise_samples_follow_the_models_posterior():
+    from botorch.sampling.pathwise import draw_matheron_paths
+
+    from gprf.botorch import RandomFeatureSingleTaskGP
+
+    num_paths = 3000
+    x, y = _additive_data(40, d=6)
+    kernel = ScaleKernel(AdditiveFeatureKernel(16, num_dims=6, order=2, features_per_pair=4, seed=0)).double()
+    model = RandomFeatureSingleTaskGP(x, y.unsqueeze(-1), covar_module=kernel).eval()
+    test_x = torch.rand(6, 6, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    posterior = model.posterior(test_x)
+    mean, variance = posterior.mean.detach().squeeze(-1), posterior.variance.detach().squeeze(-1)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        samples = draw_matheron_paths(model, torch.Size([num_paths]))(test_x)
+    assert ((samples.mean(0) - mean) / (variance / num_paths).sqrt()).abs().max() < Z_BOUND
+    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (num_paths - 1)))
+    assert z_variance.abs().max() < Z_BOUND
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_device_and_float32(device):
+    kernel = AdditiveFeatureKernel(8, num_dims=3, order=2, seed=0).to(device)
+    x = _x(d=3).float().to(device)
+    covariance = kernel(x).to_dense()
+    assert covariance.dtype == torch.float32 and covariance.device.type == torch.device(device).type
+    reference = kernel.double()(x.double()).to_dense()
+    torch.testing.assert_close(covariance.double(), reference, rtol=0, atol=1e-5 * float(reference.abs().max()))
+
+
+def test_bad_input_errors():
+    with pytest.raises(ValueError, match="num_dims=d"):
+        AdditiveFeatureKernel(8)
+    with pytest.raises(ValueError, match="ard_num_dims=3 does not match num_dims=4"):
+        AdditiveFeatureKernel(8, num_dims=4, ard_num_dims=3)
+    with pytest.raises(ValueError, match="order must be 1 or 2"):
+        ExactAdditiveKernel(order=0)
+    with pytest.raises(ValueError, match="'rbf'"):
+        ExactAdditiveKernel(kernel="cosine")
+    with pytest.raises(ValueError, match="num_dims=3"):
+        AdditiveFeatureKernel(8, num_dims=2)(_x(d=3)).to_dense()
