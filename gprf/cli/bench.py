@@ -16,7 +16,10 @@ Sub-benchmarks (``--what``, comma-separated, or ``all``; default ``mll,predict``
 * ``bo``: Bayesian optimisation with large batches on Styblinski–Tang, gprf's Thompson sampling (global and in a
   trust region) and qLogNEI against the exact ``SingleTaskGP`` (:mod:`gprf.cli.bench_bo`);
 * ``regression``: test RMSE and NLL against training time on real data, gprf's one-call training recipe against
-  the exact GP, SGPR, SVGP and GPyTorch's ``RFFKernel`` (:mod:`gprf.cli.bench_regression`).
+  the exact GP, SGPR, SVGP and GPyTorch's ``RFFKernel`` (:mod:`gprf.cli.bench_regression`);
+* ``composite``: relative Frobenius error and predictive KL of random features for composite kernels (products of
+  stationary kernels by each product method, multi-task ICM) against the exact composite at several ``F``, with the
+  fitted slope of the error against ``F`` (:mod:`gprf.cli.bench_composite`).
 
 ``--device cuda`` times on the GPU (every timed call is bracketed by ``torch.cuda.synchronize()``).
 """
@@ -29,6 +32,7 @@ import torch
 
 from gprf.cli.bench_acquisition import render_acquisition, run_acquisition
 from gprf.cli.bench_bo import BO_METHODS, bo_methods, plot_bo, render_bo, run_bo
+from gprf.cli.bench_composite import render_composite, run_composite
 from gprf.cli.bench_featurize import render_featurize, run_featurize
 from gprf.cli.bench_gp import MEASURES_OF, render_gp, run_gp
 from gprf.cli.bench_regression import (
@@ -53,7 +57,7 @@ from gprf.cli.options import (
 )
 from gprf.cli.report import Progress, write_json
 
-SUB_BENCHMARKS = ("mll", "predict", "featurize", "thompson", "acquisition", "bo", "regression")
+SUB_BENCHMARKS = ("mll", "predict", "featurize", "thompson", "acquisition", "bo", "regression", "composite")
 DEFAULT_WHAT = "mll,predict"
 
 
@@ -195,6 +199,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help=f"subset of {','.join(BO_METHODS)} (default: all)",
     )  # fmt: skip
     bo.add_argument("--bo-plot", metavar="OUT.png", help="draw the best value against evaluations and seconds")
+    composite = parser.add_argument_group("composite")
+    composite.add_argument(
+        "--composite-features", type=positive_ints, metavar="F,...", default=[512, 2048, 8192],
+        help="numbers of features (default: 512,2048,8192)",
+    )  # fmt: skip
+    composite.add_argument(
+        "--composite-n", type=positive_int, metavar="N", default=1000, help="training points (default: 1000)"
+    )
+    composite.add_argument(
+        "--composite-test", type=positive_int, metavar="M", default=200, help="test points (default: 200)"
+    )
+    composite.add_argument(
+        "--composite-draws", type=positive_int, metavar="R", default=3, help="feature draws per F (default: 3)"
+    )
     add_regression_arguments(parser)
     add_device_arguments(parser)
     parser.add_argument("--json", metavar="OUT.json", help="write the results as JSON")
@@ -260,6 +278,10 @@ def run_bench(args: argparse.Namespace, log: Progress) -> dict:
             log(f"wrote {args.bo_plot}")
     if datasets is not None:
         report["regression"] = run_regression(args, datasets, device, dtype, log)
+    if "composite" in args.what:  # accuracy in float64 on the CPU: the dense exact reference needs it
+        report["composite"] = run_composite(
+            args.composite_features, args.composite_n, args.composite_test, args.composite_draws, args.seed, log
+        )
     return report
 
 
@@ -284,9 +306,11 @@ def render_report(report: dict) -> str:
         sections.append(render_bo(report["bo"]))
     if "regression" in report:
         sections.append(render_regression(report["regression"]))
+    if "composite" in report:
+        sections.append(render_composite(report["composite"]))
     for section in sections:
         lines += ["", *section]
-    if set(cfg["what"]) - {"regression", "bo"}:  # those tables report accuracy, not round-robin timings
+    if set(cfg["what"]) - {"regression", "bo", "composite"}:  # those tables report accuracy, not round-robin timings
         lines += ["", "All contenders of a table are timed round-robin in the same run: compare ratios, not times."]
     return "\n".join(lines)
 

@@ -43,6 +43,8 @@ TINY_SUB_BENCH = ["bench", "--n", "120", "--d", "3", "--features", "16", "--test
                   "--acq-n", "40,80", "--acq-exact-max-n", "40", "--acq-d", "3", "--acq-q", "2", "--acq-batches", "3",
                   "--bo-d", "3", "--bo-init", "8", "--bo-q", "2", "--bo-max-n", "12", "--bo-seeds", "1",
                   "--bo-methods", "gprf-ts,gprf-ts-tr",
+                  "--composite-features", "8,32", "--composite-n", "30", "--composite-test", "10",
+                  "--composite-draws", "2",
                   "--quiet"]  # fmt: skip
 
 

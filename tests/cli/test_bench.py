@@ -21,7 +21,8 @@ def test_all_sub_benchmarks_report_their_ratios_and_fields(tmp_path, capsys):
     text, report = run_json(tmp_path, capsys, "--what", "all")
     assert report["config"]["what"] == list(SUB_BENCHMARKS)
     assert text.startswith(
-        "gprf bench: mll, predict, featurize, thompson, acquisition, bo, regression; float64 on cpu, 1 thread(s), "
+        "gprf bench: mll, predict, featurize, thompson, acquisition, bo, regression, composite; float64 on cpu, "
+        "1 thread(s), "
         "torch "
     )
 
