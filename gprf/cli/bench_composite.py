@@ -5,7 +5,8 @@ Frobenius error :math:`\lVert\hat K - K\rVert_F/\lVert K\rVert_F` of the trainin
 point of :math:`\mathrm{KL}(\text{approx}\,\Vert\,\text{exact})` between the noisy predictive marginals (as
 ``gprf compare`` reports), both GPs conditioned on the same targets (a draw of the exact GP plus noise) with the same
 hyperparameters; then the least-squares slope of :math:`\log(\text{error})` against :math:`\log F` (a Monte-Carlo
-error falls like :math:`F^{-1/2}`: Frobenius slope :math:`-1/2`, KL slope :math:`-1`). The design is a seeded
+error falls like :math:`F^{-1/2}`: Frobenius slope :math:`-1/2`; the KL, quadratic in small errors, tends to slope
+:math:`-1`, and is shallower while the approximate posterior is still far from the exact one). The design is a seeded
 uniform sample of the unit cube.
 
 Cases (:data:`COMPOSITE_CASES`; add one with :func:`register_case`):
@@ -178,7 +179,7 @@ def render_composite(report: dict) -> list[str]:
                 rows["features"], rows["root_columns"], rows["frobenius"], rows["kl"], strict=True
             ):
                 lines.append(f"{name:<10}{method:<16}{f:>7}{cols:>9}{fmt(frob):>11}{fmt(kl):>11}")
-    lines += ["", "slope of log(error) against log(F) (Monte-Carlo rate: rel.Frob -0.5, KL -1):"]
+    lines += ["", "slope of log(error) against log(F) (Monte-Carlo rate: rel.Frob -0.5; KL -1 once the error is small):"]
     for name, case in report["cases"].items():
         for method, rows in case.items():
             lines.append(f"  {name} {method}: rel.Frob {fmt(rows['slope_frobenius'])}, KL {fmt(rows['slope_kl'])}")
