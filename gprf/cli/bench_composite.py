@@ -179,7 +179,7 @@ def render_composite(report: dict) -> list[str]:
                 rows["features"], rows["root_columns"], rows["frobenius"], rows["kl"], strict=True
             ):
                 lines.append(f"{name:<10}{method:<16}{f:>7}{cols:>9}{fmt(frob):>11}{fmt(kl):>11}")
-    lines += ["", "slope of log(error) against log(F) (Monte-Carlo rate: rel.Frob -0.5; KL -1 once the error is small):"]
+    lines += ["", "slope of log(error) against log(F) (Monte-Carlo rate: rel.Frob -0.5; KL -1 when small):"]
     for name, case in report["cases"].items():
         for method, rows in case.items():
             lines.append(f"  {name} {method}: rel.Frob {fmt(rows['slope_frobenius'])}, KL {fmt(rows['slope_kl'])}")
