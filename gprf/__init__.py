@@ -3,6 +3,7 @@
 __version__ = "0.1.0"
 
 from gprf import (
+    conversion,
     distributions,
     features,
     fitting,
@@ -16,6 +17,7 @@ from gprf import (
     streaming,
 )
 from gprf._botorch_hook import register_with_botorch_if_imported
+from gprf.conversion import random_features
 from gprf.exceptions import DispatchFallbackWarning, LowRankStructureWarning, NonFiniteTrainingDataError
 from gprf.fitting import fit_mll
 
@@ -27,6 +29,7 @@ __all__ = [
     "LowRankStructureWarning",
     "NonFiniteTrainingDataError",
     "__version__",
+    "conversion",
     "distributions",
     "features",
     "fit_mll",
@@ -37,6 +40,7 @@ __all__ = [
     "metrics",
     "ops",
     "prediction",
+    "random_features",
     "settings",
     "streaming",
 ]

@@ -13,7 +13,7 @@ def tie_priors(target: Kernel, source: Kernel) -> None:
     GPyTorch's prior closures take the module as their argument (``lambda m: m.lengthscale``), so they read the
     target's (shared) hyperparameter when the target's marginal likelihood adds them.
     """
-    own = {name for name, _ in target.named_priors()}
+    own = {entry[0] for entry in target.named_priors()}
     for name, _, prior, closure, setting_closure in source.named_priors():
         if "." not in name and name not in own:
             target.register_prior(name, prior, closure, setting_closure)
