@@ -16,21 +16,23 @@ Cases (:data:`COMPOSITE_CASES`; add one with :func:`register_case`):
   Kronecker product of two :math:`\sqrt F`-feature factors (``kronecker-sqrt``, :math:`\approx F` columns);
 * ``icm``: intrinsic coregionalisation, RBF data kernel on 3 dims times a rank-2 ``IndexKernel`` of 3 tasks: the
   data kernel with :math:`F` random Fourier features times the exact task root (:math:`F(r + T)` columns).
-* the additive-over-20-dimensions case is added by :func:`register_case` (``ADDITIVE_CASE_HOOK``) where its kernels
-  are built (``gprf.random_features(AdditiveStructureKernel(...))`` or a ``FeatureSumKernel`` of per-dimension
-  kernels).
+* ``additive20``: first-order additive RBF over 20 dims (GPyTorch's ``AdditiveStructureKernel``, lengthscale 0.6)
+  through ``gprf.random_features``: :math:`F/20` random Fourier features per dimension (even, at least 2),
+  concatenated (:class:`~gprf.kernels.AdditiveFeatureKernel`).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 
 import torch
-from gpytorch.kernels import IndexKernel, Kernel
+from gpytorch.kernels import AdditiveStructureKernel, IndexKernel, Kernel, RBFKernel
 from torch import Tensor
 
 from gprf.cli.report import Progress
+from gprf.conversion import random_features
 from gprf.kernels import FeatureProductKernel, RandomFourierKernel
 from gprf.metrics import gaussian_kl, relative_frobenius_error
 
@@ -97,6 +99,19 @@ def icm_case(num_features: int, method: str, seed: int) -> tuple[Kernel, Kernel]
         task.covar_factor.copy_(torch.tensor([[1.0, 0.2], [0.8, -0.4], [0.3, 0.9]], dtype=torch.float64))
         task.var = torch.tensor([0.05, 0.1, 0.2], dtype=torch.float64)
     approx = _fourier(num_features, [0, 1, 2], "rbf", seed) * task
+    return approx, approx.exact()
+
+
+@register_case(ADDITIVE_CASE_HOOK, ("per-dimension",), _cube(20))
+def additive_case(num_features: int, method: str, seed: int) -> tuple[Kernel, Kernel]:
+    """First-order additive RBF over 20 dims (GPyTorch's ``AdditiveStructureKernel``, lengthscale 0.6) through
+    ``gprf.random_features``: ``F // 20`` (even) features per dimension."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # GPyTorch deprecates the class, not its kernel
+        structure = AdditiveStructureKernel(RBFKernel(), num_dims=20).double()
+    structure.base_kernel.lengthscale = LENGTHSCALE
+    # Two features (a cosine and a sine) per dimension at least: below 40 the root has 40 columns (reported).
+    approx = random_features(structure, max(num_features, 40), seed=seed)
     return approx, approx.exact()
 
 

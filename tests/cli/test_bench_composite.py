@@ -19,7 +19,9 @@ def test_a_single_sub_benchmark_runs_alone(tmp_path, capsys):
     text, report = run_json(tmp_path, capsys, "--what", "composite")
     assert "composite" in report and "median_s" not in report
     cases = report["composite"]["cases"]
-    assert set(cases) == {"product", "icm"}
+    assert set(cases) == {"product", "icm", ADDITIVE_CASE_HOOK}
+    assert set(cases[ADDITIVE_CASE_HOOK]) == {"per-dimension"}
+    assert cases[ADDITIVE_CASE_HOOK]["per-dimension"]["root_columns"] == [40, 40]  # 2 features for each of 20 dims
     assert set(cases["product"]) == {"joint", "permutation", "kronecker-sqrt"} and set(cases["icm"]) == {"kronecker"}
     for case in cases.values():
         for rows in case.values():
@@ -46,6 +48,8 @@ def test_slope_is_the_least_squares_fit_in_log_space():
 
 
 def test_cases_register_through_the_hook():
+    registered = COMPOSITE_CASES.pop(ADDITIVE_CASE_HOOK)
+
     @register_case(ADDITIVE_CASE_HOOK, ("tiny",), lambda n, generator: torch.rand(n, 6, generator=generator))
     def tiny(num_features, method, seed):
         return COMPOSITE_CASES["product"][1](num_features, "joint", seed)
@@ -57,4 +61,11 @@ def test_cases_register_through_the_hook():
         assert set(report["cases"][ADDITIVE_CASE_HOOK]) == {"tiny"}
         assert isinstance(tiny(8, "tiny", 0)[0], FeatureProductKernel)
     finally:
-        del COMPOSITE_CASES[ADDITIVE_CASE_HOOK]
+        COMPOSITE_CASES[ADDITIVE_CASE_HOOK] = registered
+
+
+def test_the_additive_case_falls_with_the_number_of_features():
+    report = run_composite([40, 320], n=60, test_points=20, draws=2, seed=0, log=lambda _: None, cases=["additive20"])
+    rows = report["cases"][ADDITIVE_CASE_HOOK]["per-dimension"]
+    assert rows["root_columns"] == [40, 320] and rows["frobenius"][1] < rows["frobenius"][0]
+    assert rows["kl"][1] < rows["kl"][0]
