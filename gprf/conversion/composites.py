@@ -75,10 +75,12 @@ def translate_product(kernel: ProductKernel, context: Context) -> Kernel:
     product's features, the product map forms as many product features from them (with at most one random
     factor, the exact Kronecker product with the exact factors)."""
     features = context.features(kernel)
+    random = sum(not is_exact(part) for part in kernel.kernels)
+    if random >= 2 and features > 2:
+        features -= features % 2  # joint-frequency products of Fourier factors come in cosine/sine pairs
     factors = [
         translate(part, context.child(f"kernels.{index}", features)) for index, part in enumerate(kernel.kernels)
     ]
-    random = sum(not is_exact(part) for part in kernel.kernels)
     if len(factors) == 1:
         return factors[0]
     return FeatureProductKernel(*factors, num_features=features if random >= 2 else None, seed=context.next_seed())

@@ -31,6 +31,8 @@ def test_scale_kernel_active_dims_give_the_base_its_dimension():
 def test_products_choose_joint_features_or_the_exact_kronecker_product():
     product = gprf.random_features(RBFKernel(active_dims=[0]) * MaternKernel(active_dims=[1]), 32, seed=0)
     assert isinstance(product, FeatureProductKernel) and product.method == "joint" and product.root_dim == 32
+    odd = gprf.random_features(RBFKernel(active_dims=[0]) * MaternKernel(active_dims=[1]), 33, seed=0)
+    assert odd.method == "joint" and odd.root_dim == 32  # rounded down to cosine/sine pairs, not a permutation
     multitask = gprf.random_features(RBFKernel(active_dims=[0, 1]) * IndexKernel(3, rank=1, active_dims=[2]), 32)
     assert multitask.method == "kronecker" and multitask.root_dim == 32 * 4
 
