@@ -34,6 +34,7 @@ from gpytorch.models import ExactGP
 
 from gprf.fitting.scale_fit import fit_scale_hyperparameters, supports_exact_scale_fit
 from gprf.kernels.feature_map_owner import FeatureMapOwner
+from gprf.kernels.feature_product_kernel import FeatureProductKernel
 
 #: The exact refit's cost in float64 multiply-adds, in units of N F^2 (the Gram) and F^3 (tridiagonalisation at
 #: memory-bound speed, its reflectors and the eigenvectors of the tridiagonal matrix).
@@ -172,12 +173,20 @@ def _check_mll(mll: object) -> ExactGP:
 
 
 def _nested_kernels(model: ExactGP, tune_features: int | None) -> list[FeatureMapOwner]:
-    """The model's feature kernels with more than ``tune_features`` features whose draws can be nested."""
+    """The model's feature kernels with more than ``tune_features`` features whose draws can be nested (factors of
+    products excepted)."""
     if tune_features is None:
         return []
+    # A product pairs its factors' features column by column, so its factors keep their full draws.
+    in_products = {
+        id(factor)
+        for product in model.covar_module.modules()
+        if isinstance(product, FeatureProductKernel)
+        for factor in product.modules()
+    }
     kernels = []
     for module in _feature_kernels(model):
-        if module.num_features > tune_features:
+        if module.num_features > tune_features and id(module) not in in_products:
             try:
                 module.feature_map.resized(tune_features)
             except NotImplementedError:

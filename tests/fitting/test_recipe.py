@@ -148,6 +148,27 @@ def test_kernels_without_nested_draws_tune_at_full_size():
     assert _full_mll(mll) > before
 
 
+def test_product_factors_keep_their_draws_while_the_other_summands_are_nested():
+    x, y = _data(800)
+    rbf = RandomFourierKernel(64, num_dims=1, active_dims=[0], seed=2)
+    matern = RandomFourierKernel(64, num_dims=2, kernel="matern52", active_dims=[1, 2], seed=3)
+    linear_part = RandomFourierKernel(64, num_dims=3, seed=4)
+    kernel = ScaleKernel(rbf * matern) + ScaleKernel(linear_part)
+    model = _GP(x, y, GaussianLikelihood(), kernel).double()
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    sizes = []
+
+    def record(stage: str, _: float) -> None:
+        if stage == "tune 1":
+            sizes.extend([rbf.num_features, matern.num_features, linear_part.num_features])
+
+    before = _full_mll(mll)
+    gprf.fit_mll(mll, tune_features=16, tune_rows=300, tune_steps=20, callback=record)
+    assert sizes == [64, 64, 16]  # the product pairs its factors' columns: they stay whole
+    assert [rbf.num_features, matern.num_features, linear_part.num_features] == [64, 64, 64]
+    assert _full_mll(mll) > before
+
+
 def test_observed_noise_skips_the_exact_refit():
     x, y = _data(700)
     likelihood = FixedNoiseGaussianLikelihood(noise=torch.full((700,), 0.01, dtype=torch.float64))
