@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
+from gprf.cli.kernel_spec import is_composite_spec
 from gprf.cli.models import EXACT_KERNELS
+from gprf.conversion import random_features
 from gprf.kernels import MaclaurinKernel, RandomFourierKernel
 
 
@@ -35,10 +37,11 @@ class ApproximationRequest:
 
     num_features: int
     num_dims: int
-    kernel: str  # one of EXACT_KERNELS
+    kernel: str  # one of EXACT_KERNELS, or a composite spec
     seed: int
     train_x: Tensor  # (N, d), on the run's device and dtype
-    lengthscale: Tensor  # the exact GP's fitted lengthscale, shape (1, d) or (1, 1)
+    lengthscale: Tensor | None  # the exact GP's fitted lengthscale, shape (1, d) or (1, 1); None for composites
+    expression: Kernel | None = None  # a composite spec's fitted exact expression (a copy the factory may keep)
 
 
 @dataclass(frozen=True)
@@ -79,9 +82,18 @@ def register(approximation: Approximation) -> Approximation:
     return approximation
 
 
+#: The ``kernels`` entry of approximations that handle composite ``--kernel`` specs (:mod:`gprf.cli.kernel_spec`).
+COMPOSITE = "composite"
+
+
+def kernel_family(kernel: str) -> str:
+    """``kernel`` itself for the single kernels, :data:`COMPOSITE` for composite specs."""
+    return COMPOSITE if is_composite_spec(kernel) else kernel
+
+
 def methods_for_kernel(kernel: str) -> list[str]:
-    """Names of the registered approximations of ``kernel``."""
-    return [name for name, approx in APPROXIMATIONS.items() if kernel in approx.kernels]
+    """Names of the registered approximations of ``kernel`` (a single kernel's name or a composite spec)."""
+    return [name for name, approx in APPROXIMATIONS.items() if kernel_family(kernel) in approx.kernels]
 
 
 # ---------------------------------------------------------------------------------------- random Fourier
@@ -96,6 +108,8 @@ def _even_features(num_features: int) -> str | None:
 
 def _fourier(sampler: str) -> Callable[[ApproximationRequest], Kernel]:
     def factory(request: ApproximationRequest) -> Kernel:
+        if request.expression is not None:  # a composite spec: every part by the same sampler, tied to the copy
+            return random_features(request.expression, request.num_features, sampler=sampler, seed=request.seed)
         return RandomFourierKernel(
             request.num_features,
             request.num_dims,
@@ -114,7 +128,11 @@ for _name, _sampler, _summary in (
     ("sorf", "structured", "structured orthogonal random features, O(d log d) (Yu et al. 2016)"),
     ("qmc", "qmc", "quasi-Monte-Carlo Fourier features, scrambled Sobol (Yang et al. 2014)"),
 ):
-    register(Approximation(_name, _summary, _fourier(_sampler), check_num_features=_even_features))
+    register(
+        Approximation(
+            _name, _summary, _fourier(_sampler), kernels=(*EXACT_KERNELS, COMPOSITE), check_num_features=_even_features
+        )
+    )
 
 
 # ---------------------------------------------------------------------------------------- Maclaurin

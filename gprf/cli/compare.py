@@ -15,7 +15,10 @@ training kernel matrix, the KL divergence KL(approx || exact) between the noisy 
 from __future__ import annotations
 
 import argparse
+import copy
+import dataclasses
 import math
+import re
 import statistics
 import textwrap
 from collections.abc import Callable
@@ -24,8 +27,15 @@ from dataclasses import dataclass, field
 import torch
 from linear_operator.utils.errors import NanError, NotPSDError
 
-from gprf.cli.approximations import APPROXIMATIONS, Approximation, ApproximationRequest, methods_for_kernel
+from gprf.cli.approximations import (
+    APPROXIMATIONS,
+    Approximation,
+    ApproximationRequest,
+    kernel_family,
+    methods_for_kernel,
+)
 from gprf.cli.data import BUILTIN_DATASETS, DEFAULT_DATASET, Dataset, Split, load_dataset, split_dataset
+from gprf.cli.kernel_spec import is_composite_spec, parse_kernel_spec
 from gprf.cli.models import (
     EXACT_KERNELS,
     Hyperparameters,
@@ -83,7 +93,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="at most this many training rows (the exact GP is O(N^3); default: 5000)",
     )
     model = parser.add_argument_group("model")
-    model.add_argument("--kernel", choices=EXACT_KERNELS, default="rbf", help="exact kernel (default: rbf)")
+    model.add_argument(
+        "--kernel", type=kernel_option, default="rbf", metavar="KERNEL",
+        help=f"exact kernel: {', '.join(EXACT_KERNELS)}, or a composite spec such as 'rbf[0:3]*matern52[3:6]+linear' "
+        "(products, sums, column ranges, linear, polyP, additive(k); approximated part by part by "
+        "gprf.random_features with each Fourier method's sampler); default: rbf",
+    )  # fmt: skip
     model.add_argument(
         "--subsample",
         type=positive_int,
@@ -133,6 +148,26 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return parser
 
 
+def kernel_option(text: str) -> str:
+    """argparse type of ``--kernel``: a single kernel's name, or a composite spec whose syntax is checked here (its
+    columns are checked against the data once it is loaded)."""
+    text = text.strip()
+    if text in EXACT_KERNELS:
+        return text
+    if not is_composite_spec(text):
+        raise argparse.ArgumentTypeError(
+            f"unknown kernel {text!r}; use one of {', '.join(EXACT_KERNELS)} or a composite spec such as "
+            "'rbf[0:3]*matern52[3:6]+linear'"
+        )
+    # Any width covering the columns it names: the syntax is what is checked here.
+    width = 1 + max((int(number) for number in re.findall(r"\d+", text)), default=0)
+    try:
+        parse_kernel_spec(text, num_dims=width)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix(f"--kernel {text!r}: ")) from None
+    return text
+
+
 def parse_methods(text: str | None, kernel: str, num_features: int) -> list[str]:
     """The ``--methods`` list, validated against the registry, ``--kernel`` and ``--features``."""
     if text is None:
@@ -149,7 +184,7 @@ def parse_methods(text: str | None, kernel: str, num_features: int) -> list[str]
                 f"argument --methods: unknown method(s) {', '.join(map(repr, unknown))}; "
                 f"valid methods: {', '.join(APPROXIMATIONS)}"
             )
-        unsupported = [name for name in names if kernel not in APPROXIMATIONS[name].kernels]
+        unsupported = [name for name in names if kernel_family(kernel) not in APPROXIMATIONS[name].kernels]
         if unsupported:
             raise CLIError(
                 f"argument --methods: {', '.join(map(repr, unsupported))} cannot approximate --kernel {kernel}; "
@@ -308,11 +343,17 @@ def _fit_exact_hyperparameters(ctx: _RunContext, split: Split) -> _Hyperparamete
     args = ctx.args
     num_train, num_dims = split.train_x.shape
     num_fit = min(args.subsample, num_train)
-    model = RegressionGP(split.train_x[:num_fit], split.train_y[:num_fit], exact_kernel(args.kernel, num_dims))
+    try:
+        kernel = exact_kernel(args.kernel, num_dims)
+    except ValueError as error:  # a composite spec's columns beyond the data's
+        raise CLIError(f"argument {error}") from None
+    model = RegressionGP(split.train_x[:num_fit], split.train_y[:num_fit], kernel)
     initialize_hyperparameters(model, lengthscale=math.sqrt(num_dims))
     ctx.log(f"fitting exact GP hyperparameters on {num_fit} rows ({args.fit_iters} {args.optimizer} iterations)")
     final_loss, seconds = _optimize_hyperparameters(ctx, model)
     hyper = get_hyperparameters(model)
+    if is_composite_spec(args.kernel):  # the parts' fitted values travel with a copy of the expression
+        hyper = dataclasses.replace(hyper, expression=copy.deepcopy(model.covar_module.base_kernel))
     _check_fit_is_finite(hyper, final_loss)
     ctx.log(f"  done in {seconds:.2f} s, -MLL/N = {final_loss:.4f}: {hyper.describe()}")
     return _HyperparameterFit(hyper, num_fit, final_loss, seconds)
@@ -362,7 +403,7 @@ def _condition_exact_reference(ctx: _RunContext, split: Split, hyper: Hyperparam
     num_train, num_dims = split.train_x.shape
     kernel_x = split.train_x[: min(ctx.args.kernel_points, num_train)]
     try:
-        model = RegressionGP(split.train_x, split.train_y, exact_kernel(ctx.args.kernel, num_dims))
+        model = RegressionGP(split.train_x, split.train_y, _exact_base_kernel(ctx.args.kernel, num_dims, hyper))
         set_hyperparameters(model, hyper)
         ctx.log(f"conditioning the exact GP on {num_train} rows and predicting {split.test_x.size(0)} test points")
         mean, var, fit_s, predict_s = _condition_and_predict(model, split.test_x, ctx.device)
@@ -375,6 +416,11 @@ def _condition_exact_reference(ctx: _RunContext, split: Split, hyper: Hyperparam
     result.draws["fit_s"].append(fit_s)
     result.draws["predict_s"].append(predict_s)
     return _ExactReference(split, hyper, mean, var, kernel_x, kernel_matrix, result)
+
+
+def _exact_base_kernel(kernel: str, num_dims: int, hyper: Hyperparameters):
+    """The exact base kernel with the fitted values: a copy of the fitted expression for composite specs."""
+    return copy.deepcopy(hyper.expression) if hyper.expression is not None else exact_kernel(kernel, num_dims)
 
 
 def _feature_seeds(args: argparse.Namespace) -> list[int]:
@@ -414,7 +460,8 @@ def _evaluate_draw(ctx: _RunContext, reference: _ExactReference, result: MethodR
     _score(result, mean, var, reference.split, reference.mean, reference.var)
     result.draws["fit_s"].append(build_s + condition_s)
     result.draws["predict_s"].append(predict_s)
-    result.num_features = model.covar_module.base_kernel.num_features
+    base = model.covar_module.base_kernel
+    result.num_features = getattr(base, "num_features", base.root_dim)  # composites: their root's width
 
 
 def _approximation_request(
@@ -428,6 +475,7 @@ def _approximation_request(
         seed=feature_seed,
         train_x=reference.split.train_x,
         lengthscale=reference.hyper.lengthscale,
+        expression=copy.deepcopy(reference.hyper.expression) if reference.hyper.expression is not None else None,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -10,6 +11,7 @@ import torch
 from gpytorch.kernels import Kernel, MaternKernel, RBFKernel, ScaleKernel
 from torch import Tensor
 
+from gprf.cli.kernel_spec import is_composite_spec, parse_kernel_spec
 from gprf.distributions import MultivariateNormal
 
 #: ``--kernel`` choices and the exact GPyTorch kernel each names.
@@ -21,7 +23,10 @@ CHOLESKY_MAX_SIZE = 100_000
 
 
 def exact_kernel(name: str, num_dims: int) -> Kernel:
-    """GPyTorch's ARD ``RBFKernel`` or ``MaternKernel`` for ``--kernel name``."""
+    """GPyTorch's ARD ``RBFKernel`` or ``MaternKernel`` for ``--kernel name``, or the expression of a composite spec
+    (:mod:`gprf.cli.kernel_spec`)."""
+    if is_composite_spec(name):
+        return parse_kernel_spec(name, num_dims)
     if name == "rbf":
         return RBFKernel(ard_num_dims=num_dims)
     if name in _MATERN_NU:
@@ -55,6 +60,8 @@ class Hyperparameters:
     outputscale: Tensor
     lengthscale: Tensor | None
     noise: Tensor
+    #: A copy of the fitted base kernel when it is a composite expression (whose parts hold the other values).
+    expression: Kernel | None = None
 
     def describe(self) -> str:
         parts = [f"mean={self.mean_constant.item():.4g}", f"outputscale={self.outputscale.item():.4g}"]
@@ -87,12 +94,17 @@ def set_hyperparameters(model: RegressionGP, hyper: Hyperparameters) -> None:
 
 
 def initialize_hyperparameters(model: RegressionGP, lengthscale: float, noise: float = 0.1) -> None:
-    """A neutral start for standardised data: unit amplitude, given lengthscale, noise 0.1."""
+    """A neutral start for standardised data: unit amplitude, given lengthscale, noise 0.1. The parts of a composite
+    expression start at the square root of the number of their lengthscales (1 for one shared lengthscale)."""
     model.covar_module.outputscale = 1.0
     model.likelihood.noise = noise
     base = model.covar_module.base_kernel
     if base.has_lengthscale:
         base.lengthscale = torch.full_like(base.lengthscale, lengthscale)
+        return
+    for part in base.modules():
+        if isinstance(part, Kernel) and part.has_lengthscale:
+            part.lengthscale = torch.full_like(part.lengthscale, math.sqrt(part.lengthscale.size(-1)))
 
 
 def fit_hyperparameters(

@@ -98,7 +98,9 @@ def test_compare_runs_a_newly_registered_approximation(capsys, monkeypatch):
         (["--methods", ","], "empty list; valid methods"),
         (["--features", "15"], "need an even F"),
         (["--features", "0"], "expected a positive integer"),
-        (["--kernel", "cauchy"], "invalid choice: 'cauchy'"),
+        (["--kernel", "cauchy"], "unknown kernel 'cauchy'; use one of rbf, matern12, matern32, matern52 or a"),
+        (["--kernel", "rbf[0:3]*periodic"], "a kernel name (rbf, matern12, matern32, matern52, linear, polyP"),
+        (["--kernel", "rbf[0:12]"], "an end column in 1 .. 10 at position 6"),
         (["--test-fraction", "1"], "strictly between 0 and 1"),
         (["--data", "no/such/file.csv"], "no such file 'no/such/file.csv' (built-in datasets: diabetes)"),
         (["--target", "y"], "--target: only used with --data FILE.csv"),
@@ -113,6 +115,33 @@ def test_compare_bad_arguments_give_argparse_errors(capsys, args, message):
     err = capsys.readouterr().err
     assert "python -m gprf compare: error:" in err
     assert message in err
+
+
+def test_compare_composite_specs_are_approximated_part_by_part(capsys, tmp_path):
+    out_json = tmp_path / "out.json"
+    spec = "rbf[0:3]*matern52[3:6]+linear[6:10]"
+    argv = [*TINY_COMPARE, "--kernel", spec, "--methods", "rff,qmc", "--features", "64", "--json", str(out_json)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    rows = table_rows(text)
+    assert list(rows) == ["exact", "rff", "qmc"] and f"ScaleKernel({spec}, ARD)" in text
+    report = json.loads(out_json.read_text())
+    for result in report["results"][1:]:
+        # 4 exact linear columns and 60 joint-frequency product features.
+        assert result["num_features"] == 64
+        assert 0 < result["mean"]["frobenius"] < 0.5 and 0 <= result["mean"]["kl"] < 1
+    assert report["hyperparameters"]["lengthscale"] is None
+
+
+def test_compare_composite_errors_grow_smaller_with_more_features(capsys, tmp_path):
+    errors = []
+    for features in (16, 256):
+        path = tmp_path / f"{features}.json"
+        argv = [*TINY_COMPARE, "--kernel", "rbf[0:5]*matern32[5:10]", "--methods", "rff", "--features", str(features)]
+        assert main([*argv, "--repeats", "3", "--json", str(path)]) == 0
+        errors.append(json.loads(path.read_text())["results"][1]["mean"]["frobenius"])
+    # The relative error falls like 1/sqrt(F): 16x the features should roughly quarter it.
+    assert errors[1] < errors[0] / 2, errors
 
 
 def test_compare_unavailable_cuda_is_a_clear_error(capsys):

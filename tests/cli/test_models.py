@@ -34,6 +34,18 @@ def test_exact_kernel(name, cls):
         exact_kernel("cauchy", 3)
 
 
+def test_composite_specs_build_their_expression_and_start_each_part_at_its_width():
+    kernel = exact_kernel("rbf[0:4]*matern52[4:6]+linear", 6)
+    assert isinstance(kernel, gpytorch.kernels.AdditiveKernel)
+    x, y = _data(d=6)
+    model = RegressionGP(x, y, kernel)
+    initialize_hyperparameters(model, lengthscale=5.0)
+    rbf, matern = model.covar_module.base_kernel.kernels[0].base_kernel.kernels
+    torch.testing.assert_close(rbf.lengthscale, torch.full((1, 4), 2.0, dtype=torch.float64))
+    torch.testing.assert_close(matern.lengthscale, torch.full((1, 2), 2**0.5, dtype=torch.float64))
+    assert get_hyperparameters(model).lengthscale is None  # the parts hold theirs
+
+
 def test_fit_lowers_the_loss_and_hyperparameters_copy_into_a_random_feature_gp():
     x, y = _data()
     model = RegressionGP(x, y, exact_kernel("rbf", 2))
