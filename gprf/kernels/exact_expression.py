@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from gpytorch.kernels import AdditiveKernel, Kernel, ProductKernel, ScaleKernel
 
-from gprf.kernels.feature_kernel import FeatureSumKernel
-
 
 def tie_priors(target: Kernel, source: Kernel) -> None:
     """Register ``source``'s own priors (not its sub-kernels') on ``target``: the same prior objects and closures.
@@ -32,16 +30,13 @@ def scale_like(base: Kernel, source: ScaleKernel) -> ScaleKernel:
 def exact_expression(kernel: Kernel) -> Kernel:
     """The exact kernel that ``kernel`` approximates, sharing every hyperparameter.
 
-    ``ScaleKernel`` wrappers are kept (sharing their outputscales), sums of feature kernels become GPyTorch's
-    ``AdditiveKernel`` of their summands' exact expressions (GPyTorch's own ``AdditiveKernel`` and ``ProductKernel``
-    are rebuilt around their parts' exact expressions); every other kernel answers with its own ``exact()``
-    (feature kernels, products of them). GPyTorch kernels without ``exact()`` are already exact and are returned as
-    they are.
+    ``ScaleKernel`` wrappers are kept (sharing their outputscales), GPyTorch's own ``AdditiveKernel`` and
+    ``ProductKernel`` are rebuilt around their parts' exact expressions; every other kernel answers with its own
+    ``exact()`` (feature kernels, their sums and products). GPyTorch kernels without ``exact()`` are already exact and
+    are returned as they are.
     """
     if isinstance(kernel, ScaleKernel):
         return scale_like(exact_expression(kernel.base_kernel), kernel)
-    if isinstance(kernel, FeatureSumKernel) and not callable(getattr(kernel, "exact", None)):
-        return AdditiveKernel(*(exact_expression(summand) for summand in kernel.kernels))
     if type(kernel) in (AdditiveKernel, ProductKernel):  # GPyTorch's own sums and products of such kernels
         return type(kernel)(*(exact_expression(part) for part in kernel.kernels))
     exact = getattr(kernel, "exact", None)

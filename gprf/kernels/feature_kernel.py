@@ -8,13 +8,14 @@ import warnings
 from abc import ABC, abstractmethod
 
 import torch
-from gpytorch.kernels import IndexKernel, Kernel, ScaleKernel
+from gpytorch.kernels import AdditiveKernel, IndexKernel, Kernel, ScaleKernel
 from linear_operator.operators import MatmulLinearOperator
 from torch import Tensor
 
 from gprf._botorch_hook import register_with_botorch_if_imported
 from gprf.exceptions import LowRankStructureWarning
 from gprf.features import FeatureMapBase
+from gprf.kernels.exact_expression import exact_expression
 from gprf.linalg import FeatureRootLinearOperator, LazyFeatures, feature_root
 from gprf.linalg.deferred_root_transpose_operator import DeferredRootTransposeLinearOperator
 from gprf.prediction import FeatureSpacePredictionStrategy
@@ -199,6 +200,10 @@ class FeatureSumKernel(FeatureKernel):
         roots = [feature_root(kernel(x)).scaled_features() for kernel in self.kernels]
         batch_shape = torch.broadcast_shapes(*(root.shape[:-2] for root in roots))
         return torch.cat([root.expand(*batch_shape, *root.shape[-2:]) for root in roots], dim=-1)
+
+    def exact(self) -> Kernel:
+        """GPyTorch's ``AdditiveKernel`` of the summands' exact expressions, sharing every hyperparameter."""
+        return AdditiveKernel(*(exact_expression(kernel) for kernel in self.kernels))
 
     # GPyTorch reads dtype and device from a kernel's parameters; summands without a lengthscale keep theirs in
     # their feature draws, so ask the summands.

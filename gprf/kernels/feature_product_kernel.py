@@ -11,6 +11,7 @@ from torch import Tensor
 
 from gprf._checks import check_choice
 from gprf.features import RandomFourierFeatures
+from gprf.kernels.exact_expression import exact_expression
 from gprf.kernels.feature_kernel import FeatureKernel, feature_versions, is_feature_kernel, unwrap_scale_kernel
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 from gprf.linalg import feature_root
@@ -24,21 +25,6 @@ def kronecker_rows(left: Tensor, right: Tensor) -> Tensor:
     batch_shape = torch.broadcast_shapes(left.shape[:-2], right.shape[:-2])
     product = left.unsqueeze(-1) * right.unsqueeze(-2)
     return product.expand(*batch_shape, *product.shape[-3:]).reshape(*batch_shape, left.size(-2), -1)
-
-
-def exact_factor(kernel: Kernel) -> Kernel:
-    """The exact kernel of a factor, sharing its hyperparameters: ``ScaleKernel`` wrappers are rebuilt around the
-    base kernel's ``exact()`` with the same ``raw_outputscale`` parameter, constraint and ``active_dims``."""
-    if isinstance(kernel, ScaleKernel):
-        exact = ScaleKernel(
-            exact_factor(kernel.base_kernel), batch_shape=kernel.batch_shape, active_dims=kernel.active_dims
-        )
-        exact.raw_outputscale = kernel.raw_outputscale
-        exact.register_constraint("raw_outputscale", kernel.raw_outputscale_constraint)
-        return exact
-    if not hasattr(kernel, "exact"):
-        raise TypeError(f"{type(kernel).__name__} has no exact() kernel to multiply.")
-    return kernel.exact()
 
 
 def is_random(kernel: Kernel) -> bool:
@@ -323,9 +309,9 @@ class FeatureProductKernel(FeatureKernel):
 
     # ------------------------------------------------------------------ GPyTorch plumbing
     def exact(self) -> Kernel:
-        """GPyTorch's ``ProductKernel`` of the factors' exact kernels (``ScaleKernel`` factors become ``ScaleKernel``
-        around the exact kernel sharing ``raw_outputscale``), with this kernel's ``active_dims``."""
-        exact = ProductKernel(*(exact_factor(kernel) for kernel in self.kernels))
+        """GPyTorch's ``ProductKernel`` of the factors' exact expressions (:func:`~gprf.kernels.exact_expression`:
+        ``ScaleKernel`` factors keep their outputscale), with this kernel's ``active_dims``."""
+        exact = ProductKernel(*(exact_expression(kernel) for kernel in self.kernels))
         exact.active_dims = self.active_dims  # ProductKernel takes no active_dims argument; Kernel.__call__ reads it
         return exact
 

@@ -93,6 +93,18 @@ def test_feature_sum_respects_each_summands_active_dims():
     torch.testing.assert_close(total(x).to_dense(), expected, rtol=0, atol=1e-12)
 
 
+def test_feature_sum_exact_is_gpytorchs_sum_of_the_tied_exact_summands(x64):
+    k1 = ScaleKernel(RandomFourierKernel(64, num_dims=3, seed=0)).double()
+    k2 = RandomFourierKernel(32, num_dims=3, kernel="matern32", seed=1).double()
+    k1.outputscale = 2.0
+    exact = FeatureSumKernel(k1, k2).exact()
+    assert isinstance(exact, gpytorch.kernels.AdditiveKernel)
+    scaled, matern = exact.kernels
+    assert scaled.raw_outputscale is k1.raw_outputscale and matern.raw_lengthscale is k2.raw_lengthscale
+    expected = 2.0 * RBFKernel().double()(x64).to_dense() + gpytorch.kernels.MaternKernel(nu=1.5).double()(x64)
+    torch.testing.assert_close(exact(x64).to_dense(), expected.to_dense())
+
+
 def test_products_and_dense_sums_are_refused_or_loud(x64):
     kernel = _kernel64()
     with pytest.raises(TypeError, match="Multiplying a random-feature kernel by RBFKernel is not supported"):
