@@ -31,7 +31,7 @@ import torch
 from gpytorch.kernels import AdditiveStructureKernel, IndexKernel, Kernel, RBFKernel
 from torch import Tensor
 
-from gprf.cli.report import Progress
+from gprf.cli.report import Progress, format_table
 from gprf.conversion import random_features
 from gprf.kernels import FeatureProductKernel, RandomFourierKernel
 from gprf.metrics import gaussian_kl, relative_frobenius_error
@@ -182,18 +182,18 @@ def render_composite(report: dict) -> list[str]:
     def fmt(value: float | None) -> str:
         return "-" if value is None else f"{value:.3g}"
 
+    rows = [
+        [name, method, str(f), str(cols), fmt(frob), fmt(kl)]
+        for name, case in report["cases"].items()
+        for method, per in case.items()
+        for f, cols, frob, kl in zip(per["features"], per["root_columns"], per["frobenius"], per["kl"], strict=True)
+    ]
     lines = [
         f"composite kernels: N = {report['n']}, {report['test_points']} test points, noise {report['noise']}, "
         f"means over {report['draws']} feature draws",
-        f"{'case':<10}{'method':<16}{'F':>7}{'columns':>9}{'rel.Frob':>11}{'KL/point':>11}",
-        "-" * 64,
+        "",
+        format_table(["case", "method", "F", "columns", "rel.Frob", "KL/point"], rows),
     ]
-    for name, case in report["cases"].items():
-        for method, rows in case.items():
-            for f, cols, frob, kl in zip(
-                rows["features"], rows["root_columns"], rows["frobenius"], rows["kl"], strict=True
-            ):
-                lines.append(f"{name:<10}{method:<16}{f:>7}{cols:>9}{fmt(frob):>11}{fmt(kl):>11}")
     lines += ["", "slope of log(error) against log(F) (Monte-Carlo rate: rel.Frob -0.5; KL -1 when small):"]
     for name, case in report["cases"].items():
         for method, rows in case.items():
