@@ -14,6 +14,8 @@ feature kernel after BoTorch was imported; gprf itself never imports BoTorch)
   for them through :func:`weight_space_update` (:math:`O(NF^2 + F^3 + SNF)` instead of a dense :math:`N\\times N`
   Cholesky broadcast over samples); every other model keeps BoTorch's own paths, update and prior sampler, bit for
   bit (:mod:`gprf.botorch.dispatch`);
+* draws Matheron paths for BoTorch's ``MultiTaskGP`` with a gprf data kernel in weight space, with its per-task
+  mean and noise (:func:`multitask_matheron_paths`; BoTorch has no pathwise route for ``MultiTaskGP``);
 * provides :class:`RandomFeatureSingleTaskGP`, and trust regions for Thompson sampling in high dimensions
   (:class:`TrustRegion`, :func:`thompson_sample`).
 """
@@ -27,6 +29,7 @@ from gprf.botorch import dispatch  # noqa: F401  (the registrations)
 from gprf.botorch.features import KernelRootFeatureMap
 from gprf.botorch.matheron import weight_space_matheron_paths
 from gprf.botorch.models import RandomFeatureSingleTaskGP, output_batch_dims
+from gprf.botorch.multitask import multitask_matheron_paths
 from gprf.botorch.prior import path_weights
 from gprf.botorch.trust_region import TrustRegion, model_lengthscale, thompson_sample
 from gprf.botorch.update import weight_space_update
@@ -36,6 +39,7 @@ __all__ = [
     "RandomFeatureSingleTaskGP",
     "TrustRegion",
     "model_lengthscale",
+    "multitask_matheron_paths",
     "output_batch_dims",
     "path_weights",
     "thompson_sample",

@@ -47,7 +47,7 @@ from torch import Size, Tensor
 from gprf.botorch.features import KernelRootFeatureMap
 from gprf.botorch.update import check_update_kernel, observation_noise
 from gprf.kernels import unwrap_scale_kernel
-from gprf.linalg import feature_root
+from gprf.linalg import FeatureRoot, feature_root
 from gprf.settings import factor_dtype, feature_chunk_size
 
 
@@ -82,15 +82,28 @@ def weight_space_matheron_paths(model: ExactGP, sample_shape: Size) -> MatheronP
 
 
 def _update_weights(model: ExactGP, points: Tensor, targets: Tensor, prior_weights: Tensor) -> Tensor:
-    """:math:`C^{-1}(p - Gw - \\xi)` for prior weights ``sample_shape x batch x F``, in the factor dtype."""
-    dtype = factor_dtype.value()
+    """:math:`C^{-1}(p - Gw - \\xi)` for prior weights ``sample_shape x batch x F``, in the factor dtype.
+
+    The prior paths carry the model's mean function as their bias (BoTorch's prior sampler adds ``mean_module``), so
+    the residual of Matheron's rule is :math:`y - \\mu(X) - \\tilde\\Phi w - \\varepsilon`: the mean is taken off the
+    targets before they are projected.
+    """
     kernel = model.covar_module
     # Only the chunked sums are needed and nothing is differentiated: chunking at any N costs nothing extra and keeps
     # the N x F root out of memory.
     with feature_chunk_size.chunked(unwrap_scale_kernel(kernel).root_dim, points.device):
         root = feature_root(kernel(points))
     noise = observation_noise(model.likelihood, points)
-    factor, projection = root.with_noise(noise).factor(targets.unsqueeze(-1))
+    mean = model.mean_module(points) if getattr(model, "mean_module", None) is not None else 0.0
+    return feature_space_update_weights(root.with_noise(noise), targets - mean, prior_weights)
+
+
+def feature_space_update_weights(root: FeatureRoot, residuals: Tensor, prior_weights: Tensor) -> Tensor:
+    r""":math:`C^{-1}(p - Gw - \xi)` (module docstring) in the factor dtype, for any model whose training covariance is
+    a feature root: ``root`` with its noise variances, ``residuals`` the targets minus the prior mean ``(*batch, N)``,
+    ``prior_weights`` ``sample_shape x batch x F``. Returns the update weights, shaped like ``prior_weights``."""
+    dtype = factor_dtype.value()
+    factor, projection = root.factor(residuals.unsqueeze(-1))
     cholesky = factor.cholesky
     eye = torch.eye(cholesky.size(-1), dtype=cholesky.dtype, device=cholesky.device)
     gram = cholesky @ cholesky.mT - eye  # G = C - I, F x F

@@ -57,6 +57,27 @@ def test_paths_follow_the_posterior(observed_noise, chunk_rows):
     assert z_variance.abs().max() < Z_BOUND
 
 
+@pytest.mark.parametrize("num_outputs", [1, 2])
+def test_paths_follow_the_posterior_with_a_non_zero_mean(num_outputs):
+    # The prior paths carry the mean function as their bias, so the update must condition on y - mu(X): with a
+    # constant of 1.5 standardized units, projecting y alone moved the path means by hundreds of standard errors.
+    model = make_botorch_model(num_outputs=num_outputs, n=30, num_features=32)
+    with torch.no_grad():
+        model.mean_module.constant.fill_(1.5)
+    model.eval()
+    test_x = 2 * torch.rand(5, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64) - 1
+    posterior = model.posterior(test_x)
+    mean, variance = posterior.mean.detach().mT, posterior.variance.detach().mT  # m x M
+    torch.manual_seed(0)
+    with torch.no_grad():
+        paths = draw_matheron_paths(model, torch.Size([NUM_PATHS]))
+        samples = paths(test_x) if num_outputs == 1 else paths(test_x.unsqueeze(-3))  # S x [m x] M
+    samples = samples.reshape(NUM_PATHS, num_outputs, -1)
+    assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
+    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
+    assert z_variance.abs().max() < Z_BOUND
+
+
 def test_chunked_roots_give_the_same_paths():
     # More points than features: G has no zero eigenvalues, whose square roots would turn the chunked sums' rounding
     # (1e-13) into 1e-7 differences (the square root is not Lipschitz at zero).
