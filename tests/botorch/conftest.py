@@ -3,18 +3,22 @@ acquisition optimizations are checked against."""
 
 from __future__ import annotations
 
+import gpytorch
 import pytest
 import torch
 
 pytest.importorskip("botorch")
 
 from botorch.acquisition import AcquisitionFunction
+from botorch.models import SingleTaskGP
 from botorch.models.transforms import Normalize, Standardize
 from botorch.optim import optimize_acqf
 from botorch.optim.initializers import gen_batch_initial_conditions
 
+import gprf
 import gprf.botorch  # noqa: F401  (registers the pathwise integration)
 from gprf.botorch import RandomFeatureSingleTaskGP
+from gprf.kernels import FeatureProductKernel, RandomFourierKernel
 
 
 def branin_like(x: torch.Tensor, num_outputs: int) -> torch.Tensor:
@@ -48,6 +52,60 @@ def make_botorch_model(
         seed=seed,
         input_transform=Normalize(d, bounds=torch.tensor([[-1.0] * d, [1.0] * d], dtype=torch.float64, device=device)),
         outcome_transform=Standardize(num_outputs),
+        **kwargs,
+    )
+
+
+COMPOSITE_DIMS = 6
+COMPOSITES = ("product-joint", "product-permutation", "product-kronecker", "linear", "polynomial", "additive")
+
+
+def composite_kernel(name: str, num_features: int = 64, seed: int = 0) -> gpytorch.kernels.Kernel:
+    """The ``covar_module`` of composite case ``name`` on ``COMPOSITE_DIMS`` (6) inputs, float64.
+
+    * ``product-*``: ``ScaleKernel`` of an RBF on inputs 0:3 times a Matérn-5/2 on inputs 3:6 (disjoint), as a
+      :class:`~gprf.kernels.FeatureProductKernel` by joint frequencies, random pairing, or the exact Kronecker product
+      of two 8-feature factors (64 columns);
+    * ``linear``, ``polynomial``, ``additive``: ``gprf.random_features`` of ``ScaleKernel(RBF) + LinearKernel()``,
+      ``ScaleKernel(RBF) + PolynomialKernel(power=2)`` and ``ScaleKernel(AdditiveStructureKernel(RBF))`` over all six
+      inputs.
+    """
+    d = COMPOSITE_DIMS
+    if name.startswith("product-"):
+        method = name.removeprefix("product-")
+        factor_features = 8 if method == "kronecker" else num_features
+        rbf = RandomFourierKernel(factor_features, num_dims=3, ard_num_dims=3, active_dims=[0, 1, 2], seed=seed)
+        matern = RandomFourierKernel(
+            factor_features, num_dims=3, kernel="matern52", ard_num_dims=3, active_dims=[3, 4, 5], seed=seed + 1
+        )
+        product = FeatureProductKernel(
+            rbf, matern, num_features=None if method == "kronecker" else num_features, method=method, seed=seed + 2
+        )
+        return gpytorch.kernels.ScaleKernel(product).double()
+    rbf = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(ard_num_dims=d))
+    expressions = {
+        "linear": lambda: rbf + gpytorch.kernels.LinearKernel(),
+        "polynomial": lambda: rbf + gpytorch.kernels.PolynomialKernel(power=2),
+        "additive": lambda: gpytorch.kernels.ScaleKernel(
+            gpytorch.kernels.AdditiveStructureKernel(gpytorch.kernels.RBFKernel(), num_dims=d)
+        ),
+    }
+    return gprf.random_features(expressions[name](), num_features, seed=seed, num_dims=d).double()
+
+
+def make_composite_model(name: str, plain: bool = False, n: int = 30, seed: int = 0, **kwargs) -> SingleTaskGP:
+    """A ``RandomFeatureSingleTaskGP`` (or, ``plain``, BoTorch's ``SingleTaskGP``) with ``composite_kernel(name)``,
+    Normalize/Standardize, on reproducible data in [-1, 1]^6; the same ``name`` and ``seed`` give the same model."""
+    d = COMPOSITE_DIMS
+    x = 2 * torch.rand(n, d, generator=torch.Generator().manual_seed(0), dtype=torch.float64) - 1
+    y = branin_like(x, 1)
+    model_class = SingleTaskGP if plain else RandomFeatureSingleTaskGP
+    return model_class(
+        x,
+        y,
+        covar_module=composite_kernel(name, seed=seed),
+        input_transform=Normalize(d, bounds=torch.tensor([[-1.0] * d, [1.0] * d], dtype=torch.float64)),
+        outcome_transform=Standardize(1),
         **kwargs,
     )
 

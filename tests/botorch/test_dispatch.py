@@ -20,8 +20,11 @@ from gpytorch.kernels import ScaleKernel
 import gprf.botorch.dispatch as gprf_dispatch
 from gprf.kernels import RandomFourierKernel
 from tests.botorch.conftest import (
+    COMPOSITE_DIMS,
+    COMPOSITES,
     assert_gradient_matches_finite_differences,
     make_botorch_model,
+    make_composite_model,
     optimize_from_fixed_starts,
 )
 
@@ -176,4 +179,27 @@ def test_plain_single_task_gp_with_gprf_kernel_samples_paths():
         transform = model.outcome_transform
         expected = (transform.means.squeeze() + transform.stdvs.squeeze() * standardized).sum()
     torch.testing.assert_close(value, expected, rtol=1e-10, atol=1e-10)
+    assert_gradient_matches_finite_differences(acquisition, starts)  # what L-BFGS-B follows
+
+
+@pytest.mark.parametrize("plain", [False, True], ids=["RandomFeatureSingleTaskGP", "SingleTaskGP"])
+@pytest.mark.parametrize("name", COMPOSITES)
+def test_thompson_sampling_with_composite_kernels(name, plain):
+    """PathwiseThompsonSampling on products, sums with linear and polynomial parts and additive kernels: the paths
+    come from the weight-space route, the value is the paths' (deterministic once drawn) and its gradient is exact."""
+    model = make_composite_model(name, plain=plain).eval()
+    acquisition = PathwiseThompsonSampling(model)
+    starts = 2 * torch.rand(2, 2, COMPOSITE_DIMS, generator=torch.Generator().manual_seed(5), dtype=torch.float64) - 1
+    with (
+        torch.random.fork_rng(devices=[]),
+        mock.patch.object(
+            gprf_dispatch, "weight_space_matheron_paths", wraps=gprf_dispatch.weight_space_matheron_paths
+        ) as ours,
+    ):
+        torch.manual_seed(0)  # the paths are drawn from the global RNG at the first evaluation
+        values = acquisition(starts)
+    assert ours.call_count == 1 and values.shape == (2,) and bool(torch.isfinite(values).all())
+    with torch.no_grad():
+        # Drawn once: evaluating again gives the same values (what optimize_acqf relies on).
+        torch.testing.assert_close(acquisition(starts), values, rtol=0, atol=0)
     assert_gradient_matches_finite_differences(acquisition, starts)  # what L-BFGS-B follows

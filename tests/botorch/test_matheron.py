@@ -16,7 +16,7 @@ import gprf
 import gprf.botorch.dispatch as gprf_dispatch
 from gprf.botorch import KernelRootFeatureMap, RandomFeatureSingleTaskGP
 from gprf.botorch.matheron import weight_space_matheron_paths
-from tests.botorch.conftest import make_botorch_model
+from tests.botorch.conftest import COMPOSITE_DIMS, COMPOSITES, make_botorch_model, make_composite_model
 
 pytestmark = pytest.mark.botorch
 
@@ -73,6 +73,33 @@ def test_paths_follow_the_posterior_with_a_non_zero_mean(num_outputs):
         paths = draw_matheron_paths(model, torch.Size([NUM_PATHS]))
         samples = paths(test_x) if num_outputs == 1 else paths(test_x.unsqueeze(-3))  # S x [m x] M
     samples = samples.reshape(NUM_PATHS, num_outputs, -1)
+    assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
+    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
+    assert z_variance.abs().max() < Z_BOUND
+
+
+@pytest.mark.parametrize("plain", [False, True], ids=["RandomFeatureSingleTaskGP", "SingleTaskGP"])
+@pytest.mark.parametrize("name", COMPOSITES)
+def test_paths_of_composite_kernels_follow_the_posterior(name, plain):
+    # Products (joint, permutation, Kronecker), sums with linear and polynomial parts and additive kernels all hand
+    # over one root: the weight-space route must reproduce the model's own posterior (non-zero mean included).
+    model = make_composite_model(name, plain=plain)
+    with torch.no_grad():
+        model.mean_module.constant.fill_(0.7)
+    model.eval()
+    generator = torch.Generator().manual_seed(3)
+    test_x = 2 * torch.rand(5, COMPOSITE_DIMS, generator=generator, dtype=torch.float64) - 1
+    posterior = model.posterior(test_x)
+    mean, variance = posterior.mean.detach().squeeze(-1), posterior.variance.detach().squeeze(-1)
+    torch.manual_seed(0)
+    with (
+        torch.no_grad(),
+        mock.patch.object(
+            gprf_dispatch, "weight_space_matheron_paths", wraps=gprf_dispatch.weight_space_matheron_paths
+        ) as ours,
+    ):
+        samples = draw_matheron_paths(model, torch.Size([NUM_PATHS]))(test_x)  # S x M
+    assert ours.call_count == 1
     assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
     z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
     assert z_variance.abs().max() < Z_BOUND
