@@ -16,7 +16,7 @@ from botorch.optim import optimize_acqf
 from botorch.optim.initializers import gen_batch_initial_conditions
 
 import gprf
-import gprf.botorch  # noqa: F401  (registers the pathwise integration)
+import gprf.botorch  # registers the pathwise integration
 from gprf.botorch import RandomFeatureSingleTaskGP
 from gprf.kernels import FeatureProductKernel, RandomFourierKernel
 
