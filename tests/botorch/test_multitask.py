@@ -139,7 +139,7 @@ def test_thompson_sampling_over_candidates_with_a_task_column():
     model = _sampling_model(output_tasks=[0])
     acquisition = PathwiseThompsonSampling(model)
     generator = torch.Generator().manual_seed(7)
-    candidates = torch.cat([torch.rand(64, 1, 2, generator=generator, dtype=torch.float64)] * 1, 0)
+    candidates = torch.rand(64, 1, 2, generator=generator, dtype=torch.float64)
     candidates = torch.cat([candidates, torch.zeros(64, 1, 1, dtype=torch.float64)], -1)  # the target task, 0
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)  # the path is drawn from the global RNG at the first evaluation
