@@ -161,7 +161,33 @@ class FeatureKernel(Kernel, ABC):
         return FeatureProductKernel(self, other, num_features=default_product_budget((self, other)))
 
 
-class FeatureSumKernel(FeatureKernel):
+class FeatureKernelOfParts(FeatureKernel):
+    """A feature kernel made of other kernels (``self.kernels``: sums and products), which tell its dtype and device.
+
+    GPyTorch reads dtype and device from a kernel's own parameters; parts without a lengthscale keep theirs in their
+    feature draws, so the parts (and any parameter of the kernel itself) are asked instead.
+    """
+
+    kernels: torch.nn.ModuleList
+
+    @property
+    def dtype(self) -> torch.dtype:
+        dtypes = {kernel.dtype for kernel in self.kernels} | {param.dtype for param in self.parameters(recurse=False)}
+        if len(dtypes) > 1:
+            # GPyTorch's wording (its kernel test case matches it).
+            raise RuntimeError(f"The kernel's parameters have multiple dtypes (parts included): {dtypes}.")
+        return dtypes.pop()
+
+    @property
+    def device(self) -> torch.device | None:
+        devices = {kernel.device for kernel in self.kernels} - {None}
+        devices |= {param.device for param in self.parameters(recurse=False)}
+        if len(devices) > 1:
+            raise RuntimeError(f"The parts of {type(self).__name__} are on different devices: {devices}.")
+        return devices.pop() if devices else None
+
+
+class FeatureSumKernel(FeatureKernelOfParts):
     r"""Sum :math:`k = \sum_j k_j` of feature kernels with root :math:`[r_1(x), \ldots, r_J(x)]`.
 
     The concatenated root satisfies :math:`[r_1, \ldots, r_J][r_1, \ldots, r_J]^\top = \sum_j r_j r_j^\top`,
@@ -204,22 +230,6 @@ class FeatureSumKernel(FeatureKernel):
     def exact(self) -> Kernel:
         """GPyTorch's ``AdditiveKernel`` of the summands' exact expressions, sharing every hyperparameter."""
         return AdditiveKernel(*(exact_expression(kernel) for kernel in self.kernels))
-
-    # GPyTorch reads dtype and device from a kernel's parameters; summands without a lengthscale keep theirs in
-    # their feature draws, so ask the summands.
-    @property
-    def dtype(self) -> torch.dtype:
-        dtypes = {kernel.dtype for kernel in self.kernels}
-        if len(dtypes) > 1:
-            raise RuntimeError(f"The summands have different dtypes: {dtypes}.")
-        return dtypes.pop()
-
-    @property
-    def device(self) -> torch.device | None:
-        devices = {kernel.device for kernel in self.kernels} - {None}
-        if len(devices) > 1:
-            raise RuntimeError(f"The summands are on different devices: {devices}.")
-        return devices.pop() if devices else None
 
     # GPyTorch's generic versions walk nested sub-kernels by dotted name; rebuild the list instead.
     def __getitem__(self, index) -> Kernel:

@@ -12,7 +12,7 @@ from torch import Tensor
 from gprf._checks import check_choice
 from gprf.features import RandomFourierFeatures
 from gprf.kernels.exact_expression import exact_expression
-from gprf.kernels.feature_kernel import FeatureKernel, feature_versions, is_feature_kernel, unwrap_scale_kernel
+from gprf.kernels.feature_kernel import FeatureKernelOfParts, feature_versions, is_feature_kernel, unwrap_scale_kernel
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 from gprf.linalg import feature_root
 
@@ -51,7 +51,7 @@ def fourier_frequencies(kernel: Kernel) -> int | None:
     return None
 
 
-class FeatureProductKernel(FeatureKernel):
+class FeatureProductKernel(FeatureKernelOfParts):
     r"""Product :math:`k(x, y) = \prod_{i=1}^K k_i(x, y)` of feature kernels with one real root.
 
     Factors are gprf feature kernels, optionally inside ``ScaleKernel``, each with its own ``active_dims`` (e.g.
@@ -314,22 +314,6 @@ class FeatureProductKernel(FeatureKernel):
         exact = ProductKernel(*(exact_expression(kernel) for kernel in self.kernels))
         exact.active_dims = self.active_dims  # ProductKernel takes no active_dims argument; Kernel.__call__ reads it
         return exact
-
-    # GPyTorch reads dtype and device from a kernel's parameters; factors without a lengthscale keep theirs in
-    # their feature draws, so ask the factors (and any parameter of the product itself).
-    @property
-    def dtype(self) -> torch.dtype:
-        dtypes = {kernel.dtype for kernel in self.kernels} | {param.dtype for param in self.parameters()}
-        if len(dtypes) > 1:
-            raise RuntimeError(f"The kernel's parameters have multiple dtypes (factors included): {dtypes}.")
-        return dtypes.pop()
-
-    @property
-    def device(self) -> torch.device | None:
-        devices = {kernel.device for kernel in self.kernels} - {None}
-        if len(devices) > 1:
-            raise RuntimeError(f"The factors are on different devices: {devices}.")
-        return devices.pop() if devices else None
 
     def _rebuild(self, kernels) -> FeatureProductKernel:
         new = FeatureProductKernel(
