@@ -260,6 +260,10 @@ class _OutOfTime(Exception):
     """Raised inside the L-BFGS closure when the next evaluation would not finish within the time budget."""
 
 
+class _InvalidTrialPoint(Exception):
+    """Raised inside the L-BFGS closure at a trial point where the model cannot be evaluated."""
+
+
 def _lbfgs(
     mll: ExactMarginalLogLikelihood,
     steps: int,
@@ -272,6 +276,8 @@ def _lbfgs(
     An evaluation starts only when the time left covers the longest one so far (``estimate`` before the first), so
     the budget is overshot by at most one evaluation's time misjudged. A line search stopped that way may sit at a
     worse trial point, hence the parameters end at the best point evaluated (L-BFGS's iterates only improve on it).
+    A trial point where the model cannot be evaluated (a step of the line search to a lengthscale that underflows to
+    zero, a non-finite loss) ends the iterations the same way.
     """
     parameters = [p for p in mll.parameters() if p.requires_grad]
     # Runs of a few iterations (the history carries over) so the iteration count is checked between them.
@@ -289,9 +295,16 @@ def _lbfgs(
             raise _OutOfTime
         begin = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        loss = _loss(mll)
+        try:
+            loss = _loss(mll)
+        except (ValueError, RuntimeError) as error:
+            if best["values"] is None:  # the starting point itself: the caller's problem to see
+                raise
+            raise _InvalidTrialPoint from error
         loss.backward()
         value = loss.item()
+        if not math.isfinite(value) and best["values"] is not None:
+            raise _InvalidTrialPoint
         if value < best["loss"]:
             best["loss"], best["values"] = value, [p.detach().clone() for p in parameters]
         longest = max(longest, time.perf_counter() - begin)
@@ -306,7 +319,7 @@ def _lbfgs(
             done, evaluations = state["n_iter"], state["func_evals"]
             if iterations < run and calls < max_eval:  # stopped by its gradient or change tolerance: converged
                 break
-    except _OutOfTime:
+    except (_OutOfTime, _InvalidTrialPoint):
         pass
     if best["values"] is not None:
         with torch.no_grad():

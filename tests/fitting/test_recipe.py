@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
+from unittest import mock
+
 import gpytorch
 import pytest
 import torch
@@ -137,6 +141,57 @@ def test_finishing_stops_before_an_evaluation_the_budget_cannot_cover_and_keeps_
     with torch.no_grad():
         final = _loss(mll).item()
     assert final == pytest.approx(losses[-1].item(), rel=1e-12)
+
+
+class _FailingModel:
+    """Makes a model's forward raise like a lengthscale underflowing to zero (non-finite inputs) from evaluation
+    ``failing`` on."""
+
+    def __init__(self, model, failing: int):
+        self.evaluations = 0
+        forward = model.forward
+
+        def failing_forward(*args):
+            self.evaluations += 1
+            if self.evaluations >= failing:
+                raise ValueError("RandomFourierFeatures received NaN or infinite inputs")
+            return forward(*args)
+
+        model.forward = failing_forward
+
+
+@pytest.mark.parametrize(
+    ("failing", "loss_value"), [(3, None), (3, math.nan)], ids=["raising trial point", "non-finite loss"]
+)
+def test_finishing_ends_at_the_best_point_when_a_trial_point_cannot_be_evaluated(failing, loss_value):
+    mll = _model(n=200, num_features=32)
+    mll.train()
+    if loss_value is None:
+        _FailingModel(mll.model, failing)
+        context = contextlib.nullcontext()
+    else:
+        calls = {"n": 0}
+
+        def loss(mll):
+            calls["n"] += 1
+            return _loss(mll) * (loss_value if calls["n"] >= failing else 1.0)
+
+        context = mock.patch("gprf.fitting.recipe._loss", side_effect=loss)
+    losses = []
+    with context:
+        _lbfgs(mll, steps=50, clock=_EvaluationClock(mll.model, budget=100), estimate=0.0, report=losses.append)
+    assert math.isfinite(losses[-1].item())
+    del mll.model.forward  # the class's own forward again
+    with torch.no_grad():
+        assert _loss(mll).item() == pytest.approx(losses[-1].item(), rel=1e-12)  # back at the best point
+
+
+def test_a_starting_point_that_cannot_be_evaluated_is_the_callers_error():
+    mll = _model(n=200, num_features=32)
+    mll.train()
+    _FailingModel(mll.model, failing=1)
+    with pytest.raises(ValueError, match="NaN or infinite inputs"):
+        _lbfgs(mll, steps=5, clock=_EvaluationClock(mll.model, budget=100), estimate=0.0, report=lambda loss: None)
 
 
 def test_kernels_without_nested_draws_tune_at_full_size():
