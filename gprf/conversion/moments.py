@@ -35,7 +35,7 @@ def approximation_moments(kernel: Kernel, x1: Tensor, x2: Tensor, selected: bool
     if isinstance(kernel, FeatureProductKernel):
         means = [approximation_moments(factor, z1, z2)[0] for factor in kernel.kernels]
         # Its variance applies its own active_dims (inside ScaleKernel they are the wrapper's, already applied).
-        return math.prod(means), kernel._selected_variance(z1, z2)
+        return math.prod(means), kernel.variance_of_selected(z1, z2)
     if isinstance(kernel, ScaleKernel):
         # GPyTorch's ScaleKernel takes over its base kernel's active_dims and calls the base's forward.
         mean, variance = approximation_moments(kernel.base_kernel, z1, z2, selected=True)

@@ -271,10 +271,11 @@ class FeatureProductKernel(FeatureKernelOfParts):
         :math:`E[S_i] = E\sum_a u_a^2 - (v_i + k_i^2)/F` and, per factor of amplitude :math:`s` and :math:`m`
         frequencies, :math:`E\sum_a u_a^2 = \frac{s^2}{2m}[1 + (k(2\Delta) + k(2(x + y)))/2]`.
         """
-        return self._selected_variance(select_active(self, x1), select_active(self, x2))
+        return self.variance_of_selected(select_active(self, x1), select_active(self, x2))
 
-    def _selected_variance(self, x1: Tensor, x2: Tensor) -> Tensor:
-        """:meth:`variance` of inputs with this kernel's own ``active_dims`` already applied."""
+    def variance_of_selected(self, x1: Tensor, x2: Tensor) -> Tensor:
+        """:meth:`variance` of inputs with this kernel's own ``active_dims`` already applied (by a wrapping
+        ``ScaleKernel``, which takes them over)."""
         moments = [factor_moments(kernel, x1, x2) for kernel in self.kernels]
         if self.method == "kronecker":
             second = math.prod(mean.square() + var for mean, var, _ in moments)
@@ -359,7 +360,7 @@ def factor_moments(kernel: Kernel, x1: Tensor, x2: Tensor) -> tuple[Tensor, Tens
     amplitude, base, z1, z2 = scaled_pair(kernel, x1, x2)
     if isinstance(base, FeatureProductKernel):
         mean = math.prod(factor_moments(factor, z1, z2)[0] for factor in base.kernels)
-        return amplitude * mean, amplitude**2 * base._selected_variance(z1, z2), base
+        return amplitude * mean, amplitude**2 * base.variance_of_selected(z1, z2), base
     if not is_random(base):  # an exact root: the estimate is the kernel itself (active_dims already applied)
         value = base.forward(z1, z2, diag=True)
         return amplitude * value, torch.zeros_like(value), base
