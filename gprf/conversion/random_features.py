@@ -39,7 +39,8 @@ def random_features(
     ``ScaleKernel``                     ``ScaleKernel`` sharing ``raw_outputscale``
     ``AdditiveKernel`` (``k1 + k2``)    :class:`~gprf.kernels.FeatureSumKernel` (concatenated roots)
     ``ProductKernel`` (``k1 * k2``)     :class:`~gprf.kernels.FeatureProductKernel`
-    ``AdditiveStructureKernel``         :class:`~gprf.kernels.AdditiveFeatureKernel` (per-dimension features)
+    ``AdditiveStructureKernel``         :class:`~gprf.kernels.AdditiveFeatureKernel` (per-dimension features,
+                                        iid frequencies whatever ``sampler``)
     ``LinearKernel``                    :class:`~gprf.kernels.LinearFeatureKernel` (exact root)
     ``PolynomialKernel``                :class:`~gprf.kernels.OffsetPolynomialSketchKernel` (``sketch`` as given)
     ``IndexKernel``, BoTorch's          :class:`~gprf.kernels.IndexRootKernel` (exact low-rank root)
