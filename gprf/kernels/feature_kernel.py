@@ -170,6 +170,18 @@ class FeatureKernelOfParts(FeatureKernel):
 
     kernels: torch.nn.ModuleList
 
+    @classmethod
+    def check_parts(cls, kernels: tuple[Kernel, ...], what: str, hint: str = "") -> None:
+        """Raise unless ``kernels`` are at least two gprf feature kernels (optionally in ``ScaleKernel``); ``what``
+        says what the class does with which kernels, ``hint`` how to get there from another kernel."""
+        if len(kernels) < 2:
+            raise ValueError(f"{cls.__name__} needs at least two kernels.")
+        for kernel in kernels:
+            if not is_feature_kernel(kernel):
+                raise TypeError(
+                    f"{cls.__name__} only {what} (optionally in ScaleKernel), got {type(kernel).__name__}{hint}."
+                )
+
     @property
     def dtype(self) -> torch.dtype:
         dtypes = {kernel.dtype for kernel in self.kernels} | {param.dtype for param in self.parameters(recurse=False)}
@@ -202,14 +214,7 @@ class FeatureSumKernel(FeatureKernelOfParts):
     """
 
     def __init__(self, *kernels: Kernel, **kwargs) -> None:
-        if len(kernels) < 2:
-            raise ValueError("FeatureSumKernel needs at least two kernels.")
-        for kernel in kernels:
-            if not is_feature_kernel(kernel):
-                raise TypeError(
-                    f"FeatureSumKernel only adds random-feature kernels (optionally in ScaleKernel), got "
-                    f"{type(kernel).__name__}."
-                )
+        self.check_parts(kernels, "adds random-feature kernels")
         super().__init__(**kwargs)
         flat: list[Kernel] = []
         for kernel in kernels:

@@ -12,7 +12,7 @@ from torch import Tensor
 from gprf._checks import check_choice
 from gprf.features import RandomFourierFeatures
 from gprf.kernels.exact_expression import exact_expression
-from gprf.kernels.feature_kernel import FeatureKernelOfParts, feature_versions, is_feature_kernel, unwrap_scale_kernel
+from gprf.kernels.feature_kernel import FeatureKernelOfParts, feature_versions, unwrap_scale_kernel
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 from gprf.linalg import feature_root
 
@@ -118,15 +118,11 @@ class FeatureProductKernel(FeatureKernelOfParts):
         seed: int | None = None,
         **kwargs,
     ) -> None:
-        if len(kernels) < 2:
-            raise ValueError("FeatureProductKernel needs at least two kernels (factors).")
-        for kernel in kernels:
-            if not is_feature_kernel(kernel):
-                raise TypeError(
-                    f"FeatureProductKernel only multiplies gprf feature kernels (optionally in ScaleKernel), got "
-                    f"{type(kernel).__name__}; approximate it first (gprf.random_features) or wrap task kernels "
-                    "(IndexKernel) in IndexRootKernel."
-                )
+        self.check_parts(
+            kernels,
+            "multiplies gprf feature kernels",
+            "; approximate it first (gprf.random_features) or wrap task kernels (IndexKernel) in IndexRootKernel",
+        )
         try:
             batch_shape = torch.broadcast_shapes(*(kernel.batch_shape for kernel in kernels))
         except RuntimeError as error:
