@@ -20,6 +20,16 @@ SEED = 1234
 SPECTRUM = delta_gaussian_spectrum([2.0, -1.0], [1.0, 3.0])
 
 
+def diagonal_draws(kernel, x, y, num_draws: int) -> torch.Tensor:
+    """``k(x_i, y_i)`` row by row for ``num_draws`` feature draws seeded 0, 1, ... (``resample_features``),
+    stacked as ``(num_draws, n)``: the Monte-Carlo sample of unbiasedness and variance tests."""
+    values = []
+    for draw in range(num_draws):
+        kernel.resample_features(torch.Generator().manual_seed(draw))
+        values.append(kernel(x, y, diag=True).detach())
+    return torch.stack(values)
+
+
 def num_dims_of(kwargs: dict, default: int) -> int:
     """The input dimension of a test kernel: explicit, else that of its active dims, else ``default``."""
     if "num_dims" in kwargs:

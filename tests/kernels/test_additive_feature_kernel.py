@@ -16,7 +16,7 @@ from gpytorch.kernels import AdditiveStructureKernel, MaternKernel, RBFKernel, S
 
 from gprf.kernels import AdditiveFeatureKernel, ExactAdditiveKernel, exact_expression
 from tests.conftest import DEVICES
-from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, num_dims_of
+from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, diagonal_draws, num_dims_of
 from tests.prediction.conftest import ExactModel, train_by_mll
 
 Z_BOUND = 4.5  # two-sided, over a few dozen z-scores per test
@@ -88,11 +88,7 @@ def test_monte_carlo_mean_and_variance_of_the_kernel(order):
     if order == 2:
         kernel.interaction_variance = 0.5
     x, y = _x(d=3), _x(d=3, seed=1)
-    values = []
-    for draw in range(num_draws):
-        kernel.resample_features(torch.Generator().manual_seed(draw))
-        values.append(kernel(x, y, diag=True).detach())
-    values = torch.stack(values)
+    values = diagonal_draws(kernel, x, y, num_draws)
     variance = kernel.variance(x, y).detach()
     z = (values.mean(0) - kernel.exact()(x, y, diag=True).detach()) / (variance / num_draws).sqrt()
     assert z.abs().max() < Z_BOUND

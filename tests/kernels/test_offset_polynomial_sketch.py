@@ -10,7 +10,7 @@ import torch
 from gpytorch.kernels import PolynomialKernel
 
 from gprf.kernels import OffsetPolynomialSketchKernel
-from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, num_dims_of
+from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, diagonal_draws, num_dims_of
 
 Z_BOUND = 4.5
 
@@ -37,11 +37,7 @@ def test_unbiased_for_the_tied_polynomial_kernel(sketch, float64):
     assert isinstance(exact, PolynomialKernel) and exact.raw_offset is kernel.raw_offset and exact.power == 3
     x, y = _x(), _x(seed=1)
     torch.testing.assert_close(kernel.expected_kernel(x, y), exact(x, y, diag=True).detach())
-    values = []
-    for draw in range(num_draws):
-        kernel.resample_features(torch.Generator().manual_seed(draw))
-        values.append(kernel(x, y, diag=True).detach())
-    values = torch.stack(values)
+    values = diagonal_draws(kernel, x, y, num_draws)
     variance = kernel.variance(x, y).detach()
     assert ((values.mean(0) - exact(x, y, diag=True).detach()) / (variance / num_draws).sqrt()).abs().max() < Z_BOUND
 
