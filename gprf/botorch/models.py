@@ -15,6 +15,7 @@ from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scal
 from botorch.optim.closures import get_loss_closure_with_grads
 from botorch.optim.fit import fit_gpytorch_mll_scipy
 from botorch.utils.types import DEFAULT, _DefaultType
+from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import Likelihood
 from gpytorch.likelihoods.noise_models import HomoskedasticNoise
 from gpytorch.means import Mean
@@ -24,6 +25,7 @@ from torch import Tensor
 
 from gprf.botorch.features import check_pathwise_kernel
 from gprf.distributions import MultivariateNormal
+from gprf.features import FeatureMapBase
 from gprf.fitting.recipe import FIT_MLL_OPTIONS, fit_mll
 from gprf.kernels import RandomFourierKernel, is_feature_kernel, unwrap_scale_kernel
 
@@ -124,6 +126,20 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
             )
         return super().posterior(X, *args, **kwargs)
 
+    def subset_output(self, idcs: list[int]) -> RandomFeatureSingleTaskGP:
+        """BoTorch's ``subset_output`` (the tensors of :func:`output_batch_dims` indexed), then the batch shape of the
+        kernels and feature maps that own none of those tensors: BoTorch updates only the owners, which left e.g. a
+        scale-free quadrature kernel (no parameter) broadcasting its one remaining draw back over the old outputs."""
+        subset = super().subset_output(idcs)
+        if subset._aug_batch_shape != self._aug_batch_shape:
+            # Read on this model: in the copy, a kernel with stale parts cannot broadcast its batch shape.
+            originals = dict(self.named_modules())
+            for name, module in subset.named_modules():
+                original = originals.get(name)
+                if isinstance(module, (Kernel, FeatureMapBase)) and original.batch_shape == self._aug_batch_shape:
+                    module.batch_shape = subset._aug_batch_shape
+        return subset
+
     def forward(self, x: Tensor) -> MultivariateNormal:
         prior = super().forward(x)
         return MultivariateNormal(prior.mean, prior.lazy_covariance_matrix)
@@ -185,20 +201,24 @@ def _check_covar_module(covar_module: Module, batch_shape: torch.Size) -> None:
 def output_batch_dims(model: torch.nn.Module, aug_batch_shape: torch.Size) -> dict[str, int]:
     """``{name: dim}`` of every parameter and buffer that carries the output batch dimension.
 
-    BoTorch's ``subset_output`` indexes these tensors along ``dim``. A tensor qualifies when its module has
-    ``batch_shape == aug_batch_shape`` (or is a homoscedastic noise model, which keeps no ``batch_shape``)
-    and the tensor's leading dimensions are that batch shape (gpytorch modules and gprf feature maps put
-    batch dimensions first); the output dimension is the last of them. Fixed observation noise is left out:
-    ``subset_output`` subsets it itself.
+    BoTorch's ``subset_output`` indexes these tensors along ``dim``. They are the parameters of the modules with
+    ``batch_shape == aug_batch_shape`` (and of a homoscedastic noise model, which keeps no ``batch_shape``), and the
+    random draws of gprf feature maps with that batch shape (:attr:`gprf.features.FeatureMapBase.batched_buffer_names`);
+    GPyTorch modules and gprf maps put batch dimensions first, and the output dimension is the last of them. Every
+    other buffer (constraint bounds, a Maclaurin map's centre and degree scales, a compositional map's node tables,
+    a product's pairing, ...) is shared by the outputs, even where its leading size happens to equal the number of
+    outputs. Fixed observation noise is left out: ``subset_output`` subsets it itself.
     """
     if len(aug_batch_shape) == 0:
         return {}
     dims = {}
     for module_name, module in model.named_modules():
         batched = getattr(module, "batch_shape", None) == aug_batch_shape
-        if not (batched or isinstance(module, HomoskedasticNoise)):
-            continue
-        tensors = [*module.named_parameters(recurse=False), *module.named_buffers(recurse=False)]
+        tensors = []
+        if batched or isinstance(module, HomoskedasticNoise):
+            tensors.extend(module.named_parameters(recurse=False))
+        if batched and isinstance(module, FeatureMapBase):
+            tensors.extend((name, getattr(module, name)) for name in module.batched_buffer_names)
         for name, tensor in tensors:
             if tensor.shape[: len(aug_batch_shape)] == aug_batch_shape:
                 full_name = f"{module_name}.{name}" if module_name else name

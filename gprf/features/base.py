@@ -208,9 +208,15 @@ class FeatureMapBase(torch.nn.Module, ABC):
         return new
 
     # ------------------------------------------------------------------ batch handling
+    @property
+    def batched_buffer_names(self) -> list[str]:
+        """The buffers of this map (not of maps inside it) that lead with ``batch_shape``: its random draws and
+        their stream segments. Other buffers (centres, tables, scales) are shared by the batch members."""
+        return self._random_buffer_names + (["draw_streams"] if hasattr(self, "draw_streams") else [])
+
     def _map_random_buffers(self, fn: Callable[[Tensor], Tensor], batch_shape: torch.Size) -> FeatureMap:
         new = copy.deepcopy(self)
-        for name in self._random_buffer_names + (["draw_streams"] if hasattr(self, "draw_streams") else []):
+        for name in self.batched_buffer_names:
             setattr(new, name, fn(getattr(new, name)))
         new.batch_shape = batch_shape
         return new

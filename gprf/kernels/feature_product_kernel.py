@@ -134,7 +134,9 @@ class FeatureProductKernel(FeatureKernelOfParts):
             raise ValueError(
                 f"batch_shape={tuple(kwargs['batch_shape'])} differs from the factors' {tuple(batch_shape)}."
             )
-        kwargs["batch_shape"] = batch_shape
+        # The factors carry the batch shape (GPyTorch's getter broadcasts them): a copy of the product stays whole
+        # when its factors' batch is changed one module at a time (BoTorch's subset_output).
+        kwargs.pop("batch_shape", None)
         method = check_choice(method, "method", PRODUCT_METHODS)
         if num_features is not None:
             if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < len(kernels):

@@ -21,7 +21,21 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from gprf.botorch import RandomFeatureSingleTaskGP
 from gprf.botorch.models import output_batch_dims
-from gprf.kernels import PolynomialSketchKernel, RandomFourierKernel
+from gprf.features import Skeleton
+from gprf.kernels import (
+    AdditiveFeatureKernel,
+    ArcCosineQuadratureKernel,
+    CompositionalRandomFeatureKernel,
+    FeatureProductKernel,
+    FeatureSumKernel,
+    LinearFeatureKernel,
+    LocalizedMaclaurinKernel,
+    MaclaurinKernel,
+    OffsetPolynomialSketchKernel,
+    PolynomialSketchKernel,
+    QuadratureKernel,
+    RandomFourierKernel,
+)
 from gprf.prediction import FeatureSpacePredictionStrategy
 from tests.botorch.conftest import (
     COMPOSITE_DIMS,
@@ -199,6 +213,90 @@ def test_subset_output_matches_the_full_model(build, keep):
     posterior = subset.posterior(test_x)
     torch.testing.assert_close(posterior.mean, full.mean[..., keep], rtol=0, atol=1e-8)
     torch.testing.assert_close(posterior.variance, full.variance[..., keep], rtol=0, atol=1e-8)
+
+
+def _batched_kernel(family: str, batch_shape: torch.Size) -> ScaleKernel:
+    """``ScaleKernel`` of a gprf kernel of ``family`` with ``batch_shape`` (independent draws per output), 3 inputs."""
+    kwargs = {"seed": 0, "batch_shape": batch_shape}
+    builders = {
+        "rff": lambda: RandomFourierKernel(16, num_dims=3, **kwargs),
+        "maclaurin": lambda: MaclaurinKernel(33, num_dims=3, **kwargs),
+        "maclaurin-gaussian": lambda: MaclaurinKernel(33, num_dims=3, kernel="gaussian", **kwargs),
+        "localized-maclaurin": lambda: LocalizedMaclaurinKernel(33, num_dims=3, **kwargs),
+        "polynomial-sketch": lambda: PolynomialSketchKernel(16, num_dims=3, **kwargs),
+        "offset-polynomial-sketch": lambda: OffsetPolynomialSketchKernel(16, num_dims=3, **kwargs),
+        "quadrature": lambda: QuadratureKernel(2, num_dims=3, **kwargs),
+        "arc-cosine-quadrature": lambda: ArcCosineQuadratureKernel(2, num_dims=3, **kwargs),
+        "compositional": lambda: CompositionalRandomFeatureKernel(
+            Skeleton.fully_connected(3, 2, "exponential"), 16, **kwargs
+        ),
+        "additive": lambda: AdditiveFeatureKernel(4, num_dims=3, order=2, **kwargs),
+        "linear": lambda: LinearFeatureKernel(num_dims=3, batch_shape=batch_shape),
+        "sum": lambda: FeatureSumKernel(
+            RandomFourierKernel(8, num_dims=3, **kwargs),
+            MaclaurinKernel(9, num_dims=3, **kwargs),
+            batch_shape=batch_shape,
+        ),
+        "product-permutation": lambda: FeatureProductKernel(
+            RandomFourierKernel(8, num_dims=3, **kwargs),
+            PolynomialSketchKernel(8, num_dims=3, **kwargs),
+            num_features=16,
+            method="permutation",
+            seed=1,
+        ),
+    }
+    return ScaleKernel(builders[family](), batch_shape=batch_shape).double()
+
+
+BATCHED_FAMILIES = (
+    "rff",
+    "maclaurin",
+    "maclaurin-gaussian",
+    "localized-maclaurin",
+    "polynomial-sketch",
+    "offset-polynomial-sketch",
+    "quadrature",
+    "arc-cosine-quadrature",
+    "compositional",
+    "additive",
+    "linear",
+    "sum",
+    "product-permutation",
+)
+
+
+# Two outputs, and four: a compositional map's node tables (4 slots here) are shared buffers whose leading size then
+# equals the number of outputs, as a Maclaurin map's degree scales and a permutation product's pairing (one row per
+# factor) do with two; subsetting them as if they were per-output draws broke the subset model.
+@pytest.mark.parametrize("num_outputs", [2, 4])
+@pytest.mark.parametrize("family", BATCHED_FAMILIES)
+def test_subset_output_works_for_every_kernel_family_with_a_batch_shape(family, num_outputs):
+    generator = torch.Generator().manual_seed(0)
+    x = 2 * torch.rand(30, 3, generator=generator, dtype=torch.float64) - 1
+    y = torch.stack([x.sum(-1), x.prod(-1), torch.sin(3 * x).sum(-1), x.square().sum(-1)], -1)[:, :num_outputs]
+    kernel = _batched_kernel(family, torch.Size([num_outputs]))
+    model = RandomFeatureSingleTaskGP(x, y, covar_module=kernel, outcome_transform=Standardize(num_outputs)).eval()
+    test_x = _test_points()
+    full = model.posterior(test_x)
+    for keep in ([0], [num_outputs - 1, 0]):
+        subset = model.subset_output(keep).eval()
+        posterior = subset.posterior(test_x)
+        torch.testing.assert_close(posterior.mean, full.mean[..., keep], rtol=0, atol=1e-8)
+        torch.testing.assert_close(posterior.variance, full.variance[..., keep], rtol=0, atol=1e-8)
+
+
+def test_output_batch_dims_leave_shared_buffers_alone():
+    model = RandomFeatureSingleTaskGP(
+        torch.rand(10, 3, dtype=torch.float64),
+        torch.rand(10, 2, dtype=torch.float64),
+        covar_module=_batched_kernel("maclaurin", torch.Size([2])),
+    )
+    dims = model._subset_batch_dict
+    prefix = "covar_module.base_kernel.feature_map"
+    # Two degrees: the degree scales and the allocation have two entries, like the outputs, but are shared.
+    assert model.covar_module.base_kernel.feature_map.degree_scales.shape == (2,)
+    assert not {f"{prefix}.degree_scales", f"{prefix}.allocation", f"{prefix}.center"} & set(dims)
+    assert dims[f"{prefix}.sketches.0.weights"] == -4 and dims[f"{prefix}.sketches.1.draw_streams"] == -3
 
 
 @pytest.mark.parametrize("num_outputs", [1, 2])
