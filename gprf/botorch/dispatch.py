@@ -1,6 +1,7 @@
 """gprf's entries in BoTorch's pathwise dispatchers, for every ``ExactGP`` whose covariance is a gprf kernel.
 
-The kernel-feature generator is registered for gprf's own type (:mod:`gprf.botorch.features`). The prior sampler
+The kernel-feature generator is registered for gprf's own type, and for ``ScaleKernel`` with the same delegation as
+below (:mod:`gprf.botorch.features`). The prior sampler
 and the Gaussian update dispatch on the *model* type, and a plain ``SingleTaskGP`` with a gprf kernel is a BoTorch
 type; for those, gprf takes the handler BoTorch had registered through the dispatcher's public lookup
 (``Dispatcher.dispatch``) before adding its own, and hands every call whose covariance is not a gprf feature
@@ -24,6 +25,7 @@ from gpytorch.models import ExactGP
 from torch import Size
 
 from gprf.botorch.features import KernelRootFeatureMap
+from gprf.botorch.frozen import freeze_model_parts, frozen_copy
 from gprf.botorch.matheron import weight_space_matheron_paths
 from gprf.botorch.prior import path_weights
 from gprf.botorch.update import weight_space_update
@@ -38,13 +40,15 @@ botorch_matheron_paths = DrawMatheronPaths.dispatch(ExactGP)
 @DrawKernelFeaturePaths.register(ExactGP)
 def draw_prior_paths(model: ExactGP, **kwargs: Any) -> GeneralizedLinearPath:
     """Prior paths from the kernel's own features (the whole covariance module's root) and unbiased weights
-    (:func:`~gprf.botorch.prior.path_weights`) for gprf kernels; BoTorch's sampler for every other model."""
-    if is_feature_kernel(model.covar_module):
-        (points,) = get_train_inputs(model, transformed=True)
-        kwargs.setdefault("map_generator", partial(covariance_root_features, num_inputs=points.size(-1)))
-        if kwargs.get("weight_generator") is None:
-            kwargs["weight_generator"] = partial(path_weights, batch_ndim=len(model.covar_module.batch_shape))
-    return botorch_prior_paths(model, **kwargs)
+    (:func:`~gprf.botorch.prior.path_weights`) for gprf kernels, holding frozen copies of the model parts they read
+    (:mod:`gprf.botorch.frozen`); BoTorch's sampler for every other model."""
+    if not is_feature_kernel(model.covar_module):
+        return botorch_prior_paths(model, **kwargs)
+    (points,) = get_train_inputs(model, transformed=True)
+    kwargs.setdefault("map_generator", partial(covariance_root_features, num_inputs=points.size(-1)))
+    if kwargs.get("weight_generator") is None:
+        kwargs["weight_generator"] = partial(path_weights, batch_ndim=len(model.covar_module.batch_shape))
+    return freeze_model_parts(botorch_prior_paths(model, **kwargs))
 
 
 def covariance_root_features(kernel: Any, num_inputs: int, **_: Any) -> KernelRootFeatureMap:
@@ -59,10 +63,13 @@ def gaussian_update(
     model: ExactGP, likelihood: Likelihood, *, scale_tril: Any = None, **kwargs: Any
 ) -> GeneralizedLinearPath:
     """:func:`~gprf.botorch.weight_space_update` for gprf kernels; BoTorch's dense update for every other model
-    and whenever the caller supplies a Cholesky factor of :math:`K + \\Sigma` (``scale_tril``)."""
-    if scale_tril is None and is_feature_kernel(model.covar_module):
+    and whenever the caller supplies a Cholesky factor of :math:`K + \\Sigma` (``scale_tril``) — for a gprf kernel
+    as a frozen copy (:mod:`gprf.botorch.frozen`), since BoTorch's update path evaluates the live kernel."""
+    if not is_feature_kernel(model.covar_module):
+        return botorch_gaussian_update(model, likelihood, scale_tril=scale_tril, **kwargs)
+    if scale_tril is None:
         return weight_space_update(model, likelihood, **kwargs)
-    return botorch_gaussian_update(model, likelihood, scale_tril=scale_tril, **kwargs)
+    return frozen_copy(botorch_gaussian_update(model, likelihood, scale_tril=scale_tril, **kwargs))
 
 
 @DrawMatheronPaths.register(ExactGP)

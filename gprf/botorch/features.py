@@ -10,12 +10,15 @@ finite model *is* the feature model, so the right map is the kernel's own root :
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from botorch.sampling.pathwise.features import FeatureMap as PathwiseFeatureMap
 from botorch.sampling.pathwise.features.generators import GenKernelFeatures
-from gpytorch.kernels import Kernel
+from gpytorch.kernels import Kernel, ScaleKernel
 from torch import Size, Tensor
 
+from gprf.botorch.frozen import frozen_copy
 from gprf.kernels import FeatureKernel, RandomFeatureKernel, is_feature_kernel, unwrap_scale_kernel
 from gprf.linalg import feature_root
 
@@ -47,17 +50,20 @@ class KernelRootFeatureMap(PathwiseFeatureMap):
     r"""BoTorch feature map :math:`\phi(x) = \sqrt s\,r(x)`: the feature root of a gprf covariance at raw inputs.
 
     ``kernel`` is a gprf :class:`~gprf.kernels.FeatureKernel`, alone or inside ``ScaleKernel`` (amplitude
-    :math:`s`). The map evaluates ``kernel(x)`` as GPyTorch does (``active_dims``, lengthscales) and reads the
-    root back through :func:`gprf.linalg.feature_root`, so later hyperparameter changes are seen and nothing
-    random is added. ``output_transform`` is the identity, so that BoTorch's ``ScaleKernel`` generator can chain
-    an outputscale onto a map built for the bare kernel. With ``num_inputs`` (the columns of the model's
-    transformed training inputs), points of another width are refused with an error that says so.
+    :math:`s`). The map keeps a frozen copy of ``kernel`` as it is at construction — its random feature draws and
+    its hyperparameters (:func:`~gprf.botorch.frozen.frozen_copy`) — so that sample paths built on it keep the draw
+    they were made with: a later ``resample_features()`` or hyperparameter change of ``kernel`` does not reach them
+    (build a new map, or draw new paths, to follow it). It evaluates the copy as GPyTorch does (``active_dims``,
+    lengthscales) and reads the root back through :func:`gprf.linalg.feature_root`; nothing random is added.
+    ``output_transform`` is the identity, so that a caller can chain an outputscale onto it as BoTorch's
+    generators do. With ``num_inputs`` (the columns of the model's transformed training inputs), points of another
+    width are refused with an error that says so.
     """
 
     def __init__(self, kernel: Kernel, num_inputs: int | None = None) -> None:
         check_pathwise_kernel(kernel)
         super().__init__()
-        self.kernel = kernel
+        self.kernel = frozen_copy(kernel)
         self.num_inputs = num_inputs
         self.input_transform = None
         self.output_transform = IdentityTransform()
@@ -79,13 +85,27 @@ class KernelRootFeatureMap(PathwiseFeatureMap):
         return self.kernel.batch_shape
 
 
+# BoTorch's generator for ScaleKernel, found before gprf registers its own entry for that type.
+botorch_scale_kernel_features = GenKernelFeatures.dispatch(ScaleKernel)
+
+
 @GenKernelFeatures.register(FeatureKernel)
 def gen_root_features(kernel: Kernel, num_inputs: int, num_outputs: int) -> KernelRootFeatureMap:
-    """BoTorch's feature generator for gprf kernels, and the ``map_generator`` gprf hands BoTorch's prior samplers
-    for whole covariance modules (amplitude included, read by the one decoder).
+    """BoTorch's feature generator for gprf kernels, alone or inside ``ScaleKernel`` (then the whole module's root:
+    amplitude and the wrapper's ``active_dims`` included, read by the one decoder).
 
     ``num_outputs`` (BoTorch's requested feature count) is ignored on purpose: the model's covariance is fixed by
     the kernel's own features, and drawing a different number would sample another model. So is ``num_inputs``:
     BoTorch passes the width after ``active_dims``, while this map reads the full points (the kernel selects).
     """
     return KernelRootFeatureMap(kernel)
+
+
+@GenKernelFeatures.register(ScaleKernel)
+def gen_scale_kernel_features(kernel: ScaleKernel, **kwargs: Any) -> PathwiseFeatureMap:
+    """:func:`gen_root_features` for a ``ScaleKernel`` around a gprf kernel; BoTorch's generator, unchanged, for every
+    other ``ScaleKernel``. (BoTorch's generator chains a column selection for the wrapper's ``active_dims`` and an
+    outputscale transform onto the map of the inner kernel; the map of the whole module needs neither.)"""
+    if is_feature_kernel(kernel):
+        return gen_root_features(kernel, **kwargs)
+    return botorch_scale_kernel_features(kernel, **kwargs)

@@ -45,6 +45,7 @@ from gpytorch.models import ExactGP
 from torch import Size, Tensor
 
 from gprf.botorch.features import KernelRootFeatureMap
+from gprf.botorch.frozen import frozen_copy
 from gprf.botorch.update import check_update_kernel, observation_noise
 from gprf.kernels import unwrap_scale_kernel
 from gprf.linalg import FeatureRoot, feature_root
@@ -70,14 +71,15 @@ def weight_space_matheron_paths(model: ExactGP, sample_shape: Size) -> MatheronP
     targets = get_train_targets(model, transformed=True)
     with delattr_ctx(model, "outcome_transform"):
         prior_paths = draw_kernel_feature_paths(model=model, sample_shape=sample_shape)
-        weights = _update_weights(model, points, targets, prior_paths.weight)
+        with torch.no_grad():  # a drawn path keeps its values (gprf.botorch.frozen)
+            weights = _update_weights(model, points, targets, prior_paths.weight)
     feature_map = KernelRootFeatureMap(kernel, num_inputs=points.size(-1))
-    feature_map.input_transform = get_input_transform(model)
+    feature_map.input_transform = frozen_copy(get_input_transform(model))
     update_paths = GeneralizedLinearPath(
         feature_map=feature_map, weight=weights.to(prior_paths.weight.dtype), is_ensemble=is_ensemble(model)
     )
     return MatheronPath(
-        prior_paths=prior_paths, update_paths=update_paths, output_transform=get_output_transform(model)
+        prior_paths=prior_paths, update_paths=update_paths, output_transform=frozen_copy(get_output_transform(model))
     )
 
 

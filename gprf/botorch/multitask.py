@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from botorch.models import MultiTaskGP
 from botorch.sampling.pathwise.features import FeatureMap as PathwiseFeatureMap
 from botorch.sampling.pathwise.paths import GeneralizedLinearPath
@@ -49,6 +50,7 @@ from torch.nn import Module
 
 import gprf.botorch.dispatch  # noqa: F401  (gprf's ExactGP entries come first: the handler found below is theirs)
 from gprf.botorch.features import check_pathwise_kernel
+from gprf.botorch.frozen import frozen_copy
 from gprf.botorch.matheron import feature_space_update_weights
 from gprf.botorch.prior import path_weights
 from gprf.kernels import is_feature_kernel, unwrap_scale_kernel
@@ -149,19 +151,22 @@ def multitask_matheron_paths(model: MultiTaskGP, sample_shape: Size) -> Matheron
             f"The covariance of this MultiTaskGP with its {type(model.likelihood).__name__} has no feature root with "
             "noise; pathwise sampling in weight space needs a Gaussian likelihood."
         )
-    feature_map = TaskRootFeatureMap(model, num_inputs=points.size(-1))
+    # The paths read the model as it is now, whatever happens to it later (gprf.botorch.frozen): one frozen copy.
+    frozen = frozen_copy(model)
+    feature_map = TaskRootFeatureMap(frozen, num_inputs=points.size(-1))
     batch_shape = model.covar_module.batch_shape
     weight_shape = sample_shape + batch_shape + (feature_map.num_outputs,)
     prior_weights = path_weights(weight_shape, batch_ndim=len(batch_shape)).to(points)
-    update_weights = feature_space_update_weights(root, targets - prior.mean, prior_weights).to(points.dtype)
-    input_transform = get_input_transform(model)
+    with torch.no_grad():
+        update_weights = feature_space_update_weights(root, targets - prior.mean, prior_weights).to(points.dtype)
+    input_transform = get_input_transform(frozen)
     prior_paths = GeneralizedLinearPath(
-        feature_map=feature_map, weight=prior_weights, bias_module=TaskMean(model), input_transform=input_transform
+        feature_map=feature_map, weight=prior_weights, bias_module=TaskMean(frozen), input_transform=input_transform
     )
     update_paths = GeneralizedLinearPath(
         feature_map=feature_map, weight=update_weights, input_transform=input_transform
     )
-    transform = getattr(model, "outcome_transform", None)
+    transform = getattr(frozen, "outcome_transform", None)
     # MultiTaskGP's targets are one column whatever num_outputs: untransform the path values as one output.
     output_transform = None if transform is None else OutcomeUntransformer(transform=transform, num_outputs=1)
     return MatheronPath(prior_paths=prior_paths, update_paths=update_paths, output_transform=output_transform)

@@ -38,6 +38,7 @@ from torch import Tensor
 from torch.nn import Module
 
 from gprf.botorch.features import KernelRootFeatureMap
+from gprf.botorch.frozen import frozen_copy
 from gprf.kernels import is_feature_kernel
 from gprf.linalg import feature_root
 from gprf.settings import factor_dtype
@@ -98,24 +99,25 @@ def weight_space_update(
     if target_values is None:
         target_values = get_train_targets(model, transformed=True)
     dtype = factor_dtype.value()
-    root = feature_root(kernel(points))
-    phi = root.features.to(dtype)  # batch x N x F
-    noise = observation_noise(likelihood, points, noise_covariance).to(dtype).expand(phi.shape[:-1])
+    with torch.no_grad():  # a drawn path keeps its values (gprf.botorch.frozen)
+        root = feature_root(kernel(points))
+        phi = root.features.to(dtype)  # batch x N x F
+        noise = observation_noise(likelihood, points, noise_covariance).to(dtype).expand(phi.shape[:-1])
 
-    noise_draws = noise.sqrt() * torch.randn_like(sample_values, dtype=dtype)
-    errors = target_values.to(dtype) - sample_values.to(dtype) - noise_draws
+        noise_draws = noise.sqrt() * torch.randn_like(sample_values, dtype=dtype)
+        errors = target_values.to(dtype) - sample_values.to(dtype) - noise_draws
 
-    # Solve with the samples as columns: C^{-1} Phi^T Sigma^{-1} E for E of shape batch x N x S.
-    batch_ndim = phi.dim() - 2
-    sample_shape = errors.shape[: errors.dim() - batch_ndim - 1]
-    columns = errors.reshape(-1, *errors.shape[-batch_ndim - 1 :]).movedim(0, -1)  # batch x N x S
-    columns = columns.expand(*phi.shape[:-1], columns.size(-1))
-    factor, projection = root.with_noise(noise).factor(columns, features=phi)
-    weight = factor.solve(projection)  # batch x F x S
-    weight = weight.movedim(-1, 0).reshape(*sample_shape, *phi.shape[:-2], phi.size(-1))
+        # Solve with the samples as columns: C^{-1} Phi^T Sigma^{-1} E for E of shape batch x N x S.
+        batch_ndim = phi.dim() - 2
+        sample_shape = errors.shape[: errors.dim() - batch_ndim - 1]
+        columns = errors.reshape(-1, *errors.shape[-batch_ndim - 1 :]).movedim(0, -1)  # batch x N x S
+        columns = columns.expand(*phi.shape[:-1], columns.size(-1))
+        factor, projection = root.with_noise(noise).factor(columns, features=phi)
+        weight = factor.solve(projection)  # batch x F x S
+        weight = weight.movedim(-1, 0).reshape(*sample_shape, *phi.shape[:-2], phi.size(-1))
 
     feature_map = KernelRootFeatureMap(kernel, num_inputs=points.size(-1))
-    feature_map.input_transform = get_input_transform(model)
+    feature_map.input_transform = frozen_copy(get_input_transform(model))
     return GeneralizedLinearPath(
         feature_map=feature_map, weight=weight.to(sample_values.dtype), is_ensemble=is_ensemble(model)
     )
