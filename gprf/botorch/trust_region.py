@@ -29,6 +29,8 @@ Reference:
 from __future__ import annotations
 
 import math
+import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -38,6 +40,7 @@ from gpytorch.kernels import Kernel
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
+from gprf._checks import check_positive_int
 from gprf.kernels import unwrap_scale_kernel
 
 
@@ -45,16 +48,24 @@ from gprf.kernels import unwrap_scale_kernel
 class TrustRegion:
     """The state of a TuRBO-style trust region for maximisation on the unit cube (module docstring).
 
+    Every argument is checked at construction (a ``ValueError`` naming it otherwise).
+
     Args:
-        dim: Input dimension :math:`d`.
-        batch_size: Points evaluated per iteration :math:`q` (sets the default ``failure_tolerance``).
+        dim: Input dimension :math:`d`, a positive integer.
+        batch_size: Points evaluated per iteration :math:`q`, a positive integer (sets the default
+            ``failure_tolerance``).
         length: Initial base side length :math:`L`.
         min_length: Below this the region has collapsed (:attr:`restart_needed`).
-        max_length: The base length never grows past this.
-        success_tolerance: Consecutive improving batches that double :math:`L`.
-        failure_tolerance: Consecutive batches without improvement that halve :math:`L`; default
+        max_length: The base length never grows past this. The lengths are finite numbers with
+            ``0 < min_length <= length <= max_length``.
+        success_tolerance: Consecutive improving batches that double :math:`L`, a positive integer.
+        failure_tolerance: Consecutive batches without improvement that halve :math:`L`, a positive integer; default
             :math:`\\lceil\\max(4, d)/q\\rceil`, TuRBO's rule.
-        improvement: Relative margin a batch's best value must beat the best so far by to count as a success.
+        improvement: Relative margin a batch's best value must beat the best so far by to count as a success, a
+            finite number :math:`\\ge 0`.
+        successes, failures: The counts so far, non-negative integers below their tolerances.
+        best_value: The best value so far, a number that is not NaN or :math:`+\\infty`; :math:`-\\infty` (the
+            default) until the initial design is recorded.
     """
 
     dim: int
@@ -71,37 +82,79 @@ class TrustRegion:
 
     def __post_init__(self) -> None:
         for name in ("dim", "batch_size", "success_tolerance"):
+            check_positive_int(getattr(self, name), f"TrustRegion: {name}")
+        if self.failure_tolerance is None:
+            self.failure_tolerance = math.ceil(max(4, self.dim) / self.batch_size)
+        check_positive_int(self.failure_tolerance, "TrustRegion: failure_tolerance")
+        for name in ("length", "min_length", "max_length", "improvement"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"TrustRegion: {name} must be a positive integer, got {value!r}.")
+            if not _is_real(value) or not math.isfinite(value):
+                raise ValueError(f"TrustRegion: {name} must be a finite number, got {value!r}.")
+            setattr(self, name, float(value))
         if not 0 < self.min_length <= self.length <= self.max_length:
             raise ValueError(
                 "TrustRegion: the lengths must satisfy 0 < min_length <= length <= max_length, got "
                 f"{self.min_length}, {self.length}, {self.max_length}."
             )
-        if self.failure_tolerance is None:
-            self.failure_tolerance = math.ceil(max(4, self.dim) / self.batch_size)
-        elif isinstance(self.failure_tolerance, bool) or self.failure_tolerance < 1:
+        if self.improvement < 0:
             raise ValueError(
-                f"TrustRegion: failure_tolerance must be a positive integer, got {self.failure_tolerance!r}."
+                f"TrustRegion: improvement must be >= 0 (a negative margin counts worse batches as successes), got "
+                f"{self.improvement}."
             )
+        for name, tolerance in (("successes", "success_tolerance"), ("failures", "failure_tolerance")):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < getattr(self, tolerance):
+                raise ValueError(
+                    f"TrustRegion: {name} must be an integer in [0, {tolerance}) = [0, {getattr(self, tolerance)}), "
+                    f"got {value!r}."
+                )
+        if not _is_real(self.best_value) or math.isnan(self.best_value) or self.best_value == math.inf:
+            raise ValueError(
+                f"TrustRegion: best_value must be a number below +inf (-inf: no value recorded yet), got "
+                f"{self.best_value!r}."
+            )
+        self.best_value = float(self.best_value)
 
     @property
     def restart_needed(self) -> bool:
         """Whether the region has shrunk below ``min_length`` (start a new one, e.g. from a fresh design)."""
         return self.length < self.min_length
 
-    def update(self, values: Tensor) -> None:
+    def update(self, values: Tensor | Sequence[float]) -> None:
         """Record the objective values ``(q,)`` or ``(q, 1)`` of a new batch (maximisation) and resize the region.
 
-        The first call records the initial design's best value without counting a success or a failure."""
-        if values.numel() == 0:
-            raise ValueError("TrustRegion.update needs the values of at least one evaluated point.")
-        batch_best = values.detach().max().item()
+        The first call records the initial design's best value without counting a success or a failure.
+
+        NaN values mark failed evaluations and are ignored: the batch's best is that of its other values, and a batch
+        of NaNs only counts as a batch without improvement (the initial design needs at least one value). Infinite
+        values are refused: :math:`+\\infty` could never be improved upon, and the relative margin of an infinite
+        best value is undefined.
+        """
+        values = torch.as_tensor(values).detach()
+        if values.is_complex() or values.dtype == torch.bool:
+            raise TypeError(f"TrustRegion.update needs real objective values, got dtype {values.dtype}.")
+        if values.numel() == 0 or values.dim() > 2 or (values.dim() == 2 and values.size(-1) != 1):
+            raise ValueError(
+                f"TrustRegion.update needs the values of at least one evaluated point, shape (q,) or (q, 1) (one "
+                f"objective: scalarise several outputs first), got shape {tuple(values.shape)}."
+            )
+        values = values.double().cpu().reshape(-1)
+        observed = values[~values.isnan()]
+        if bool(observed.isinf().any()):
+            raise ValueError(
+                "TrustRegion.update got an infinite objective value; pass finite values (NaN marks a failed "
+                "evaluation, which is ignored)."
+            )
+        batch_best = observed.max().item() if observed.numel() > 0 else None
         if self.best_value == -math.inf:
+            if batch_best is None:
+                raise ValueError(
+                    "TrustRegion.update: every value of the initial design is NaN; record at least one evaluated "
+                    "point before the region can be centred."
+                )
             self.best_value = batch_best
             return
-        if batch_best > self.best_value + self.improvement * abs(self.best_value):
+        if batch_best is not None and batch_best > self.best_value + self.improvement * abs(self.best_value):
             self.successes, self.failures = self.successes + 1, 0
         else:
             self.successes, self.failures = 0, self.failures + 1
@@ -109,17 +162,23 @@ class TrustRegion:
             self.length, self.successes = min(2.0 * self.length, self.max_length), 0
         elif self.failures == self.failure_tolerance:
             self.length, self.failures = self.length / 2.0, 0
-        self.best_value = max(self.best_value, batch_best)
+        if batch_best is not None:
+            self.best_value = max(self.best_value, batch_best)
 
     def bounds(self, center: Tensor, lengthscale: Tensor | None = None) -> Tensor:
         """The box ``2 x d`` around ``center`` (a point of the unit cube), side lengths scaled by ``lengthscale``
-        ``(d,)`` normalised to geometric mean 1 (equal sides without it), clipped to the cube."""
+        ``(d,)`` (positive and finite) normalised to geometric mean 1 (equal sides without it), clipped to the cube."""
         self._check_center(center)
         weights = torch.ones_like(center)
         if lengthscale is not None:
-            lengthscale = lengthscale.detach().to(center).reshape(-1)
+            lengthscale = torch.as_tensor(lengthscale).detach().to(center).reshape(-1)
             if lengthscale.numel() != self.dim:
                 raise ValueError(f"lengthscale has {lengthscale.numel()} entries; the trust region has dim={self.dim}.")
+            if not bool(((lengthscale > 0) & lengthscale.isfinite()).all()):
+                raise ValueError(
+                    f"lengthscale must be positive and finite in every dimension (the box's side ratios), got "
+                    f"{lengthscale.tolist()}."
+                )
             weights = lengthscale / lengthscale.log().mean().exp()
         half = weights * self.length / 2
         return torch.stack([(center - half).clamp(0, 1), (center + half).clamp(0, 1)])
@@ -129,8 +188,9 @@ class TrustRegion:
     ) -> Tensor:
         """``num_candidates x d`` points of the region: scrambled Sobol points in :meth:`bounds` of which each
         coordinate moves away from ``center`` with probability :math:`\\min(1, 20/d)` (at least one per point)."""
-        if num_candidates < 1:
-            raise ValueError(f"num_candidates must be positive, got {num_candidates}.")
+        check_positive_int(num_candidates, "num_candidates")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise TypeError(f"seed must be an int or None, got {seed!r}.")
         lower, upper = self.bounds(center, lengthscale)
         generator = None if seed is None else torch.Generator().manual_seed(seed)
         sobol = SobolEngine(self.dim, scramble=True, seed=None if seed is None else seed)
@@ -146,10 +206,20 @@ class TrustRegion:
         return torch.where(moved, points, center.expand_as(points))
 
     def _check_center(self, center: Tensor) -> None:
+        if not torch.is_tensor(center) or not center.is_floating_point():
+            raise TypeError(f"center must be a floating-point tensor of shape ({self.dim},), got {center!r}.")
         if center.dim() != 1 or center.numel() != self.dim:
             raise ValueError(f"center must be one point of shape ({self.dim},), got {tuple(center.shape)}.")
-        if bool(((center < 0) | (center > 1)).any()):
-            raise ValueError("center must lie in the unit cube [0, 1]^d (trust regions are defined on it).")
+        if not bool(((center >= 0) & (center <= 1)).all()):  # NaN fails both comparisons
+            raise ValueError(
+                f"center must lie in the unit cube [0, 1]^d (trust regions are defined on it) and hold no NaN, got "
+                f"{center.tolist()}."
+            )
+
+
+def _is_real(value: object) -> bool:
+    """Whether ``value`` is a real number (``bool`` excluded)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def model_lengthscale(model: Model) -> Tensor | None:
@@ -168,20 +238,42 @@ def model_lengthscale(model: Model) -> Tensor | None:
 def thompson_sample(model: Model, candidates: Tensor, num_samples: int) -> Tensor:
     """``num_samples x d`` distinct points of ``candidates`` ``(C, d)``: for each of ``num_samples`` posterior
     sample paths in turn, its best candidate not taken by an earlier path (maximisation; multi-output models are
-    not supported here, pass a single-output model or a scalarised one)."""
-    if candidates.dim() != 2:
-        raise ValueError(f"candidates must have shape (C, d), got {tuple(candidates.shape)}.")
-    if not 1 <= num_samples <= candidates.size(0):
-        raise ValueError(f"num_samples must be between 1 and the {candidates.size(0)} candidates, got {num_samples}.")
+    not supported here, pass a single-output model or a scalarised one).
+
+    A model with batch dimensions (``model.batch_shape``: e.g. the fantasy model of ``model.fantasize``) is sampled
+    per batch member, over the same candidates: the result is ``batch_shape x num_samples x d``, the paths of each
+    member drawn from its own posterior (for a gprf model they share the prior draw, conditioned on each member's
+    data).
+    """
+    if not torch.is_tensor(candidates) or not candidates.is_floating_point() or candidates.dim() != 2:
+        shape = tuple(candidates.shape) if torch.is_tensor(candidates) else type(candidates).__name__
+        raise ValueError(f"candidates must be a floating-point tensor of shape (C, d), got {shape}.")
+    if bool(candidates.isnan().any()):
+        raise ValueError("candidates hold NaN; pass points of the search space (e.g. TrustRegion.candidates).")
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or not 1 <= num_samples <= len(candidates):
+        raise ValueError(
+            f"num_samples must be an integer between 1 and the {len(candidates)} candidates, got {num_samples!r}."
+        )
     if model.num_outputs != 1:
         raise ValueError(f"thompson_sample needs a single-output model, got {model.num_outputs} outputs.")
+    batch_shape = model.batch_shape
     with torch.no_grad():
         paths = draw_matheron_paths(model, sample_shape=torch.Size([num_samples]))
-        values = paths(candidates).reshape(num_samples, candidates.size(0))
-    taken = torch.zeros(candidates.size(0), dtype=torch.bool, device=candidates.device)
+        values = paths(candidates)
+    if values.numel() != num_samples * batch_shape.numel() * len(candidates):
+        raise ValueError(
+            f"The sample paths of this model gave values of shape {tuple(values.shape)} at {len(candidates)} "
+            f"candidates; thompson_sample needs {num_samples} x batch_shape {tuple(batch_shape)} x {len(candidates)}."
+        )
+    values = values.reshape(num_samples, -1, len(candidates))  # paths x batch members x candidates
+    if bool(values.isnan().any()):
+        raise ValueError("The sample paths are NaN at some candidates; check the model's hyperparameters and data.")
+    taken = torch.zeros(values.shape[1:], dtype=torch.bool, device=values.device)
+    members = torch.arange(values.size(1), device=values.device)
     chosen = []
     for path_values in values:
-        index = path_values.masked_fill(taken, -math.inf).argmax()
-        taken[index] = True
+        index = path_values.masked_fill(taken, -math.inf).argmax(-1)
+        taken[members, index] = True
         chosen.append(index)
-    return candidates[torch.stack(chosen)]
+    indices = torch.stack(chosen, -1).to(candidates.device)  # batch members x paths
+    return candidates[indices].reshape(*batch_shape, num_samples, candidates.size(-1))

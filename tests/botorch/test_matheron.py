@@ -1,6 +1,7 @@
 """gprf.botorch.matheron: posterior paths drawn in weight space never evaluate the prior paths at the training inputs,
-follow the model's posterior (also with observed noise and chunked roots), and leave non-Gaussian likelihoods to
-BoTorch. (Noise-free covariances are refused by the noise helper it shares with the update: see test_update.py.)"""
+follow the model's posterior (also with observed noise, chunked roots and per fantasy of a fantasy model), and leave
+non-Gaussian likelihoods to BoTorch. (Noise-free covariances are refused by the noise helper it shares with the
+update: see test_update.py.)"""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from unittest import mock
 
 import pytest
 import torch
+from botorch.sampling import SobolQMCNormalSampler
 from botorch.sampling.pathwise import draw_matheron_paths
 from gpytorch.likelihoods import BernoulliLikelihood
 
@@ -139,3 +141,23 @@ def test_candidates_of_another_width_are_refused_by_name(draw):
     paths = draw(model, torch.Size([2]))
     with pytest.raises(ValueError, match=r"points of shape \(\.\.\., n, 3\).*got \(5, 4\)"):
         paths(torch.rand(5, 4, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("num_outputs", [1, 2])
+def test_paths_of_a_fantasy_model_follow_each_fantasys_posterior(num_outputs):
+    # The fantasies add a batch dimension to the training data that the kernel does not have: the update weights
+    # (one solve per fantasy) failed to broadcast against the prior weights ("expanded size").
+    model = make_botorch_model(num_outputs=num_outputs, n=30, num_features=32).eval()
+    new_x = torch.rand(2, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    fantasy = model.fantasize(new_x, SobolQMCNormalSampler(torch.Size([3]), seed=0))
+    test_x = torch.rand(5, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    posterior = fantasy.posterior(test_x)
+    mean, variance = posterior.mean.detach(), posterior.variance.detach()  # fantasies x M x m
+    torch.manual_seed(0)
+    with torch.no_grad():
+        paths = draw_matheron_paths(fantasy, torch.Size([NUM_PATHS]))
+        samples = paths(test_x) if num_outputs == 1 else paths(test_x.unsqueeze(-3))  # S x fantasies x [m x] M
+    samples = samples.reshape(NUM_PATHS, 3, num_outputs, 5).transpose(-1, -2)
+    assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
+    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
+    assert z_variance.abs().max() < Z_BOUND

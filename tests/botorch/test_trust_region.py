@@ -11,6 +11,7 @@ import pytest
 import torch
 from botorch.exceptions.errors import BotorchTensorDimensionError
 from botorch.fit import fit_gpytorch_mll
+from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 import gprf.botorch
@@ -110,13 +111,86 @@ def test_thompson_sample_in_the_region_improves_a_smooth_function():
     "kwargs, message",
     [
         (dict(dim=0, batch_size=1), "dim must be a positive integer"),
+        (dict(dim=2.0, batch_size=1), "dim must be a positive integer, got 2.0"),
+        (dict(dim=2, batch_size=True), "batch_size must be a positive integer, got True"),
+        (dict(dim=2, batch_size=1, success_tolerance=0), "success_tolerance must be a positive integer"),
         (dict(dim=2, batch_size=1, length=2.0), "min_length <= length <= max_length"),
+        (dict(dim=2, batch_size=1, min_length=0.0), "min_length <= length <= max_length"),
+        (dict(dim=2, batch_size=1, length=math.nan), "length must be a finite number, got nan"),
+        (dict(dim=2, batch_size=1, max_length=math.inf), "max_length must be a finite number, got inf"),
+        (dict(dim=2, batch_size=1, length="0.8"), "length must be a finite number, got '0.8'"),
         (dict(dim=2, batch_size=1, failure_tolerance=0), "failure_tolerance must be a positive integer"),
+        # A fractional tolerance was accepted, and the failure count never equalled it: the region never shrank.
+        (dict(dim=2, batch_size=1, failure_tolerance=2.5), "failure_tolerance must be a positive integer, got 2.5"),
+        (dict(dim=2, batch_size=1, failure_tolerance=True), "failure_tolerance must be a positive integer, got True"),
+        (dict(dim=2, batch_size=1, improvement=-0.1), "improvement must be >= 0"),
+        (dict(dim=2, batch_size=1, improvement=math.nan), "improvement must be a finite number"),
+        (dict(dim=2, batch_size=1, successes=3), r"successes must be an integer in \[0, success_tolerance\)"),
+        (dict(dim=2, batch_size=1, failures=-1), r"failures must be an integer in \[0, failure_tolerance\)"),
+        (dict(dim=2, batch_size=1, best_value=math.nan), "best_value must be a number below \\+inf"),
+        (dict(dim=2, batch_size=1, best_value=math.inf), "best_value must be a number below \\+inf"),
     ],
 )
 def test_bad_settings_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         TrustRegion(**kwargs)
+
+
+def test_nan_values_are_ignored():
+    region = TrustRegion(dim=2, batch_size=2)
+    region.update(torch.tensor([1.0, math.nan]))  # was: best_value NaN for good
+    assert region.best_value == 1.0
+    region.update([5.0, math.nan])  # was: the improvement lost and a failure counted
+    assert (region.best_value, region.successes, region.failures) == (5.0, 1, 0)
+    region.update(torch.tensor([[math.nan], [math.nan]]))  # only failed evaluations: no improvement
+    assert (region.best_value, region.successes, region.failures) == (5.0, 0, 1)
+    region.update(torch.tensor([math.nan, 4.0]))
+    assert region.failures == 0 and region.length == pytest.approx(0.4)  # two failures (tolerance 2): halved
+    assert region.best_value == 5.0
+
+
+def test_bad_values_are_refused():
+    region = TrustRegion(dim=2, batch_size=2)
+    with pytest.raises(ValueError, match="every value of the initial design is NaN"):
+        region.update(torch.tensor([math.nan, math.nan]))
+    assert region.best_value == -math.inf
+    with pytest.raises(ValueError, match="infinite objective value"):
+        region.update(torch.tensor([1.0, math.inf]))
+    with pytest.raises(ValueError, match=r"shape \(q,\) or \(q, 1\).*got shape \(3, 2\)"):
+        region.update(torch.zeros(3, 2))
+    with pytest.raises(ValueError, match=r"at least one evaluated point.*got shape \(0,\)"):
+        region.update(torch.zeros(0))
+    with pytest.raises(TypeError, match="real objective values"):
+        region.update(torch.ones(2, dtype=torch.complex64))
+    assert region.best_value == -math.inf and region.failures == 0
+
+
+@pytest.mark.parametrize(
+    "center, lengthscale, message",
+    [
+        ([math.nan, 0.5], None, r"unit cube \[0, 1\]\^d .* no NaN, got \[nan, 0.5\]"),
+        ([0.5, 0.5], [0.0, 1.0], "lengthscale must be positive and finite"),
+        ([0.5, 0.5], [-1.0, 1.0], "lengthscale must be positive and finite"),
+        ([0.5, 0.5], [math.nan, 1.0], "lengthscale must be positive and finite"),
+        ([0.5, 0.5], [math.inf, 1.0], "lengthscale must be positive and finite"),
+    ],
+)
+def test_nan_centres_and_bad_lengthscales_are_refused(center, lengthscale, message):
+    region = TrustRegion(dim=2, batch_size=2)
+    lengthscale = None if lengthscale is None else torch.tensor(lengthscale, dtype=torch.float64)
+    with pytest.raises(ValueError, match=message):
+        region.candidates(torch.tensor(center, dtype=torch.float64), 4, lengthscale)
+
+
+def test_bad_candidate_counts_and_seeds_are_refused():
+    region = TrustRegion(dim=2, batch_size=2)
+    center = torch.full((2,), 0.5, dtype=torch.float64)
+    with pytest.raises(ValueError, match="num_candidates must be a positive integer, got 2.5"):
+        region.candidates(center, 2.5)
+    with pytest.raises(TypeError, match="seed must be an int or None"):
+        region.candidates(center, 4, seed=1.0)
+    with pytest.raises(TypeError, match=r"center must be a floating-point tensor of shape \(2,\)"):
+        region.bounds(torch.tensor([0, 1]))
 
 
 def test_bad_centres_and_sample_counts_are_named():
@@ -126,8 +200,48 @@ def test_bad_centres_and_sample_counts_are_named():
     with pytest.raises(ValueError, match="unit cube"):
         region.bounds(torch.tensor([0.5, 1.5, 0.5]))
     model = make_botorch_model()
-    with pytest.raises(ValueError, match="num_samples must be between 1 and the 4 candidates"):
+    with pytest.raises(ValueError, match="num_samples must be an integer between 1 and the 4 candidates, got 5"):
         thompson_sample(model, torch.rand(4, 3, dtype=torch.float64), 5)
     # This model normalises its inputs: BoTorch's input transform names the widths first.
     with pytest.raises(BotorchTensorDimensionError, match="Received 5, expected 3"):
         thompson_sample(model.eval(), torch.rand(4, 5, dtype=torch.float64), 2)
+
+
+def test_thompson_sample_refuses_nan_candidates_and_non_integer_counts():
+    model = make_botorch_model().eval()
+    candidates = torch.rand(6, 3, dtype=torch.float64)
+    with pytest.raises(ValueError, match="num_samples must be an integer between 1 and the 6 candidates, got 2.0"):
+        thompson_sample(model, candidates, 2.0)
+    candidates[2, 1] = math.nan
+    with pytest.raises(ValueError, match="candidates hold NaN"):
+        thompson_sample(model, candidates, 2)
+
+
+def _fantasy_model(num_fantasies: int = 3):
+    model = make_botorch_model(n=30, num_features=32).eval()
+    new_x = torch.rand(2, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    return model.fantasize(new_x, SobolQMCNormalSampler(torch.Size([num_fantasies]), seed=0))
+
+
+def test_thompson_sample_on_a_fantasy_model_samples_each_fantasy():
+    """A fantasy model (batch shape [3]) raised "expanded size"; now each fantasy gets its own q points."""
+    fantasy = _fantasy_model()
+    candidates = torch.rand(40, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    # Known path values: fantasy b's paths all peak at candidate 10 + b, runners-up 20 + b and 30 + b.
+    values = torch.zeros(3, 3, 40, dtype=torch.float64)  # paths x fantasies x candidates
+    for b in range(3):
+        values[:, b, 10 + b] = 3.0
+        values[1:, b, 20 + b] = 2.0
+        values[2, b, 30 + b] = 1.0
+    paths = mock.Mock(return_value=values)
+    with mock.patch.object(trust_region, "draw_matheron_paths", return_value=paths):
+        chosen = thompson_sample(fantasy, candidates, 3)
+    expected = torch.stack([candidates[[10 + b, 20 + b, 30 + b]] for b in range(3)])
+    torch.testing.assert_close(chosen, expected, rtol=0, atol=0)
+    # The real paths of the fantasy model: three distinct candidates per fantasy.
+    torch.manual_seed(0)
+    chosen = thompson_sample(fantasy, candidates, 3)
+    assert chosen.shape == (3, 3, 3)
+    for batch in chosen:
+        rows = (batch.unsqueeze(-2) == candidates).all(-1).nonzero()[:, 1]
+        assert rows.unique().numel() == 3
