@@ -27,7 +27,7 @@ from torch import Size
 from gprf.botorch.features import KernelRootFeatureMap
 from gprf.botorch.frozen import freeze_model_parts, frozen_copy
 from gprf.botorch.matheron import weight_space_matheron_paths
-from gprf.botorch.prior import path_weights
+from gprf.botorch.prior import broadcast_over_data_batch, path_weights
 from gprf.botorch.update import weight_space_update
 from gprf.kernels import is_feature_kernel
 
@@ -40,15 +40,18 @@ botorch_matheron_paths = DrawMatheronPaths.dispatch(ExactGP)
 @DrawKernelFeaturePaths.register(ExactGP)
 def draw_prior_paths(model: ExactGP, **kwargs: Any) -> GeneralizedLinearPath:
     """Prior paths from the kernel's own features (the whole covariance module's root) and unbiased weights
-    (:func:`~gprf.botorch.prior.path_weights`) for gprf kernels, holding frozen copies of the model parts they read
-    (:mod:`gprf.botorch.frozen`); BoTorch's sampler for every other model."""
+    (:func:`~gprf.botorch.prior.path_weights`, broadcast over any batch dimension the training data has beyond the
+    kernel's) for gprf kernels, holding frozen copies of the model parts they read (:mod:`gprf.botorch.frozen`);
+    BoTorch's sampler for every other model."""
     if not is_feature_kernel(model.covar_module):
         return botorch_prior_paths(model, **kwargs)
     (points,) = get_train_inputs(model, transformed=True)
     kwargs.setdefault("map_generator", partial(covariance_root_features, num_inputs=points.size(-1)))
     if kwargs.get("weight_generator") is None:
         kwargs["weight_generator"] = partial(path_weights, batch_ndim=len(model.covar_module.batch_shape))
-    return freeze_model_parts(botorch_prior_paths(model, **kwargs))
+    paths = botorch_prior_paths(model, **kwargs)
+    paths.weight = broadcast_over_data_batch(paths.weight, model.covar_module.batch_shape, points.shape[:-2])
+    return freeze_model_parts(paths)
 
 
 def covariance_root_features(kernel: Any, num_inputs: int, **_: Any) -> KernelRootFeatureMap:

@@ -71,7 +71,6 @@ def weight_space_matheron_paths(model: ExactGP, sample_shape: Size) -> MatheronP
     targets = get_train_targets(model, transformed=True)
     with delattr_ctx(model, "outcome_transform"):
         prior_paths = draw_kernel_feature_paths(model=model, sample_shape=sample_shape)
-        _broadcast_over_data_batch(prior_paths, kernel.batch_shape, points.shape[:-2])
         with torch.no_grad():  # a drawn path keeps its values (gprf.botorch.frozen)
             weights = _update_weights(model, points, targets, prior_paths.weight)
     feature_map = KernelRootFeatureMap(kernel, num_inputs=points.size(-1))
@@ -82,18 +81,6 @@ def weight_space_matheron_paths(model: ExactGP, sample_shape: Size) -> MatheronP
     return MatheronPath(
         prior_paths=prior_paths, update_paths=update_paths, output_transform=frozen_copy(get_output_transform(model))
     )
-
-
-def _broadcast_over_data_batch(prior_paths: GeneralizedLinearPath, kernel_batch: Size, data_batch: Size) -> None:
-    """Give the prior weights ``sample_shape x kernel_batch x F`` a singleton dimension for each leading batch
-    dimension the training data has beyond the kernel's (a fantasy model's fantasies, or batched data with an
-    unbatched kernel), in place: every batch member then conditions the same prior draw on its own data, and the
-    update weights ``sample_shape x data_batch x F`` broadcast against them."""
-    extra = len(torch.broadcast_shapes(data_batch, kernel_batch)) - len(kernel_batch)
-    if extra > 0:
-        weight = prior_paths.weight
-        sample_ndim = weight.dim() - len(kernel_batch) - 1
-        prior_paths.weight = weight.reshape(*weight.shape[:sample_ndim], *(1,) * extra, *weight.shape[sample_ndim:])
 
 
 def _update_weights(model: ExactGP, points: Tensor, targets: Tensor, prior_weights: Tensor) -> Tensor:

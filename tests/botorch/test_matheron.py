@@ -11,7 +11,7 @@ from unittest import mock
 import pytest
 import torch
 from botorch.sampling import SobolQMCNormalSampler
-from botorch.sampling.pathwise import draw_matheron_paths
+from botorch.sampling.pathwise import draw_matheron_paths, gaussian_update
 from gpytorch.likelihoods import BernoulliLikelihood
 
 import gprf
@@ -143,10 +143,13 @@ def test_candidates_of_another_width_are_refused_by_name(draw):
         paths(torch.rand(5, 4, dtype=torch.float64))
 
 
+@pytest.mark.parametrize("botorch_route", [False, True])
 @pytest.mark.parametrize("num_outputs", [1, 2])
-def test_paths_of_a_fantasy_model_follow_each_fantasys_posterior(num_outputs):
+def test_paths_of_a_fantasy_model_follow_each_fantasys_posterior(num_outputs, botorch_route):
     # The fantasies add a batch dimension to the training data that the kernel does not have: the update weights
-    # (one solve per fantasy) failed to broadcast against the prior weights ("expanded size").
+    # (one solve per fantasy) failed to broadcast against the prior weights ("expanded size"), and BoTorch's route
+    # failed to evaluate the prior paths at the batched training inputs.
+    kwargs = {"update_strategy": lambda **update: gaussian_update(**update)} if botorch_route else {}
     model = make_botorch_model(num_outputs=num_outputs, n=30, num_features=32).eval()
     new_x = torch.rand(2, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     fantasy = model.fantasize(new_x, SobolQMCNormalSampler(torch.Size([3]), seed=0))
@@ -155,7 +158,7 @@ def test_paths_of_a_fantasy_model_follow_each_fantasys_posterior(num_outputs):
     mean, variance = posterior.mean.detach(), posterior.variance.detach()  # fantasies x M x m
     torch.manual_seed(0)
     with torch.no_grad():
-        paths = draw_matheron_paths(fantasy, torch.Size([NUM_PATHS]))
+        paths = draw_matheron_paths(fantasy, torch.Size([NUM_PATHS]), **kwargs)
         samples = paths(test_x) if num_outputs == 1 else paths(test_x.unsqueeze(-3))  # S x fantasies x [m x] M
     samples = samples.reshape(NUM_PATHS, 3, num_outputs, 5).transpose(-1, -2)
     assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND

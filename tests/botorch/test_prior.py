@@ -1,5 +1,6 @@
 """gprf.botorch.prior: prior path weights with one quasi-random point per path — standard normal and uncorrelated
-for every output of a batched model, iid normals beyond Sobol's dimension limit."""
+for every output of a batched model, iid normals beyond Sobol's dimension limit, broadcast over the data batch
+beyond the kernel's."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 from torch.quasirandom import SobolEngine
 
 from gprf.botorch import path_weights
+from gprf.botorch.prior import broadcast_over_data_batch
 
 pytestmark = pytest.mark.botorch
 
@@ -50,3 +52,12 @@ def test_beyond_sobols_dimensions_the_weights_are_iid_normals():
         torch.manual_seed(2)
         expected = torch.randn(shape, dtype=torch.float64)
     torch.testing.assert_close(weights, expected, rtol=0, atol=0)
+
+
+def test_prior_weights_broadcast_over_the_data_batch_beyond_the_kernels():
+    weight = torch.randn(4, 2, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)  # S x [m] x F
+    # Three fantasies of a two-output model: data batch [3, 2], kernel batch [2].
+    broadcast = broadcast_over_data_batch(weight, torch.Size([2]), torch.Size([3, 2]))
+    assert broadcast.shape == (4, 1, 2, 8)
+    torch.testing.assert_close(broadcast.squeeze(1), weight, rtol=0, atol=0)
+    assert broadcast_over_data_batch(weight, torch.Size([2]), torch.Size([2])).shape == (4, 2, 8)
