@@ -6,6 +6,9 @@ feature kernel after BoTorch was imported; gprf itself never imports BoTorch)
 * registers every gprf feature kernel with BoTorch's pathwise feature generator, so prior sample paths use
   the kernel's own frozen features (:class:`KernelRootFeatureMap`): ``draw_matheron_paths``,
   ``get_matheron_path_model`` and ``PathwiseThompsonSampling`` sample exactly from the finite model;
+* keeps every drawn path as it was drawn: paths hold frozen copies of the kernel (feature draws and
+  hyperparameters), mean and transforms (:mod:`gprf.botorch.frozen`), so a later ``resample_features()`` or refit
+  does not reach them;
 * draws the prior path weights with one quasi-random point per path (:mod:`gprf.botorch.prior`; BoTorch's
   default weights are biased for batched, e.g. multi-output, models);
 * draws BoTorch's Matheron paths for ``ExactGP`` models whose covariance is a gprf feature kernel in weight space,

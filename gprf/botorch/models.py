@@ -42,8 +42,9 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
       dimension-scaled log-normal lengthscale prior and lower bound, batch shape ``[m]`` for ``m`` outputs;
     * a user ``covar_module`` must be a gprf feature kernel (optionally in ``ScaleKernel``) with that batch
       shape; anything else raises, naming the kernel, instead of silently training an :math:`O(N^3)` model;
-    * ``_subset_batch_dict`` covers every parameter and feature buffer with an output batch dimension,
-      so ``subset_output`` works with any gprf kernel;
+    * ``_subset_batch_dict`` covers every parameter and per-output feature draw (:func:`output_batch_dims`), and
+      ``subset_output`` also fixes the batch shape of kernels that own no tensor, so it works with every gprf
+      kernel family that takes a ``batch_shape``;
     * the marginal likelihood is the exact :math:`O(NF^2)` one whatever linear_operator's fast-computation
       settings (BoTorch switches fast ``log_prob`` off on import, which would make a plain ``SingleTaskGP``
       with a gprf kernel factor the dense :math:`N\times N` matrix): ``forward`` returns
