@@ -86,11 +86,11 @@ class TrustRegion:
         if self.failure_tolerance is None:
             self.failure_tolerance = math.ceil(max(4, self.dim) / self.batch_size)
         check_positive_int(self.failure_tolerance, "TrustRegion: failure_tolerance")
+        for name in ("length", "min_length", "max_length", "improvement", "best_value"):
+            setattr(self, name, _real(getattr(self, name), name))
         for name in ("length", "min_length", "max_length", "improvement"):
-            value = getattr(self, name)
-            if not _is_real(value) or not math.isfinite(value):
-                raise ValueError(f"TrustRegion: {name} must be a finite number, got {value!r}.")
-            setattr(self, name, float(value))
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"TrustRegion: {name} must be a finite number, got {getattr(self, name)!r}.")
         if not 0 < self.min_length <= self.length <= self.max_length:
             raise ValueError(
                 "TrustRegion: the lengths must satisfy 0 < min_length <= length <= max_length, got "
@@ -108,12 +108,11 @@ class TrustRegion:
                     f"TrustRegion: {name} must be an integer in [0, {tolerance}) = [0, {getattr(self, tolerance)}), "
                     f"got {value!r}."
                 )
-        if not _is_real(self.best_value) or math.isnan(self.best_value) or self.best_value == math.inf:
+        if math.isnan(self.best_value) or self.best_value == math.inf:
             raise ValueError(
                 f"TrustRegion: best_value must be a number below +inf (-inf: no value recorded yet), got "
                 f"{self.best_value!r}."
             )
-        self.best_value = float(self.best_value)
 
     @property
     def restart_needed(self) -> bool:
@@ -217,9 +216,13 @@ class TrustRegion:
             )
 
 
-def _is_real(value: object) -> bool:
-    """Whether ``value`` is a real number (``bool`` excluded)."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+def _real(value: object, name: str) -> float:
+    """``value`` as a float: a real number (``bool`` excluded) or a real tensor of one element."""
+    if torch.is_tensor(value) and value.numel() == 1 and not value.is_complex() and value.dtype != torch.bool:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"TrustRegion: {name} must be a real number, got {value!r}.")
+    return float(value)
 
 
 def model_lengthscale(model: Model) -> Tensor | None:

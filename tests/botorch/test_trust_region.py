@@ -118,7 +118,7 @@ def test_thompson_sample_in_the_region_improves_a_smooth_function():
         (dict(dim=2, batch_size=1, min_length=0.0), "min_length <= length <= max_length"),
         (dict(dim=2, batch_size=1, length=math.nan), "length must be a finite number, got nan"),
         (dict(dim=2, batch_size=1, max_length=math.inf), "max_length must be a finite number, got inf"),
-        (dict(dim=2, batch_size=1, length="0.8"), "length must be a finite number, got '0.8'"),
+        (dict(dim=2, batch_size=1, length="0.8"), "length must be a real number, got '0.8'"),
         (dict(dim=2, batch_size=1, failure_tolerance=0), "failure_tolerance must be a positive integer"),
         # A fractional tolerance was accepted, and the failure count never equalled it: the region never shrank.
         (dict(dim=2, batch_size=1, failure_tolerance=2.5), "failure_tolerance must be a positive integer, got 2.5"),
@@ -134,6 +134,15 @@ def test_thompson_sample_in_the_region_improves_a_smooth_function():
 def test_bad_settings_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         TrustRegion(**kwargs)
+
+
+def test_numbers_may_be_one_element_tensors():
+    region = TrustRegion(
+        dim=2, batch_size=1, length=torch.tensor(0.4, dtype=torch.float64), best_value=torch.tensor([2.5])
+    )
+    assert (region.length, region.best_value) == (0.4, 2.5) and isinstance(region.best_value, float)
+    with pytest.raises(ValueError, match="best_value must be a real number, got tensor"):
+        TrustRegion(dim=2, batch_size=1, best_value=torch.tensor([1.0, 2.0]))
 
 
 def test_nan_values_are_ignored():
