@@ -17,6 +17,8 @@ from gprf.kernels import RandomFourierKernel, unwrap_scale_kernel
 from tests.botorch.conftest import make_botorch_model
 from tests.botorch.test_multitask import _sampling_model, _task_points
 
+pytestmark = pytest.mark.botorch
+
 
 def _dense_update(model, **kwargs):
     """BoTorch's dense update with a caller-supplied Cholesky factor of K + Sigma (the route gprf leaves dense)."""
