@@ -59,7 +59,7 @@ def prediction_failure(mll: ExactMarginalLogLikelihood) -> Exception | None:
         # debug off: with one training point, the test point equals the training data and GPyTorch would warn.
         with gpytorch.settings.debug(False), gpytorch.settings.skip_posterior_variances(False):
             output = model(*one_row)
-            output.mean, output.variance
+            torch.stack([output.mean, output.variance])  # forms the mean and the variance caches
     except NUMERICAL_FAILURES as error:
         return error
     return None
@@ -90,8 +90,8 @@ def end_where_predictable(mll: ExactMarginalLogLikelihood, checkpoints: Sequence
                 f"fit_mll: the model cannot predict at the hyperparameters the fit ended at ({_summary(failure)}); "
                 f"they were set back to those after {stage}, the last point of the fit where the prediction cache "
                 "factors. A usual cause: features of very different magnitudes make the capacitance "
-                "I + s Phi^T Sigma^-1 Phi numerically singular at large outputscales; rescale the inputs (e.g. to the unit cube), or bound "
-                "the outputscale or the lengthscale with a constraint or prior.",
+                "I + s Phi^T Sigma^-1 Phi numerically singular at large outputscales; rescale the inputs (e.g. to "
+                "the unit cube), or bound the outputscale or the lengthscale with a constraint or prior.",
                 FitFallbackWarning,
                 stacklevel=3,
             )

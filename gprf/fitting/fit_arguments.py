@@ -54,7 +54,7 @@ def resolve_seed(seed: object) -> int:
     """``seed`` checked, or for ``None`` one drawn from torch's global generator (repeatable after
     ``torch.manual_seed``)."""
     if seed is None:
-        return int(torch.randint(_SEED_LIMIT, ()))
+        return int(torch.randint(_SEED_LIMIT - 1, ()))  # the exclusive bound must fit in int64
     if not _is_int(seed):
         raise TypeError(f"seed must be an integer in [0, 2**63) or None (drawn), got {type(seed).__name__} {seed!r}.")
     if not 0 <= seed < _SEED_LIMIT:

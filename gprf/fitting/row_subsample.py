@@ -47,9 +47,7 @@ def training_rows(model: ExactGP, likelihood: Likelihood, rows: torch.Tensor) ->
         return
     noise_models = per_row_noise_models(likelihood, num_rows)
     noises = [module.noise for module in noise_models]
-    model.set_train_data(
-        tuple(x.index_select(-2, rows) for x in inputs), targets.index_select(-1, rows), strict=False
-    )
+    model.set_train_data(tuple(x.index_select(-2, rows) for x in inputs), targets.index_select(-1, rows), strict=False)
     for module, noise in zip(noise_models, noises, strict=True):
         module.noise = noise.index_select(-1, rows.to(noise.device))
     try:
