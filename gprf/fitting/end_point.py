@@ -7,8 +7,8 @@ positive definite once the rounding of its Gram, about :math:`u\,s\lambda_{\max}
 its smallest eigenvalue 1 — e.g. high-degree polynomial sketches of unscaled inputs, whose features span many orders
 of magnitude, at an outputscale the refit drove up along the flat ridge :math:`s/\ell^{2p}` = const. So a fit can
 reach a point that scores well but cannot predict. :func:`end_where_predictable` builds the prediction cache at the
-end point (the cache the first prediction then reuses) and, when it cannot be factored, sets the hyperparameters
-back to the last checkpoint of the fit where it can, with a :class:`~gprf.exceptions.FitFallbackWarning`.
+end point (one factorisation, then dropped) and, when it cannot be factored, sets the hyperparameters back to the
+last checkpoint of the fit where it can, with a :class:`~gprf.exceptions.FitFallbackWarning`.
 """
 
 from __future__ import annotations
@@ -45,11 +45,12 @@ def _same_values(left: Sequence[torch.Tensor], right: Sequence[torch.Tensor]) ->
 
 
 def prediction_failure(mll: ExactMarginalLogLikelihood) -> Exception | None:
-    """Build the model's prediction cache at its current hyperparameters, leaving ``mll`` in eval mode; the numerical
-    error that stopped it, or ``None``.
+    """The numerical error that stops the model from building its prediction cache at its current hyperparameters,
+    or ``None``; ``mll`` is left in eval mode without the cache.
 
-    The cache is built by a prediction at one training input, mean and variance (so every factor the posterior
-    needs is formed); the cache stays for the predictions that follow.
+    The cache is built by a prediction of the mean and variance at one training input (so every factor the
+    posterior needs is formed), then dropped: the model's first real prediction builds its own under the settings
+    in force there (BoTorch's posterior settings, say), as it would have without the check.
     """
     mll.train()  # drops caches built at other hyperparameters
     mll.eval()
@@ -57,11 +58,14 @@ def prediction_failure(mll: ExactMarginalLogLikelihood) -> Exception | None:
     one_row = tuple(inputs[..., :1, :] for inputs in model.train_inputs)
     try:
         # debug off: with one training point, the test point equals the training data and GPyTorch would warn.
-        with gpytorch.settings.debug(False), gpytorch.settings.skip_posterior_variances(False):
+        with torch.no_grad(), gpytorch.settings.debug(False), gpytorch.settings.skip_posterior_variances(False):
             output = model(*one_row)
             torch.stack([output.mean, output.variance])  # forms the mean and the variance caches
     except NUMERICAL_FAILURES as error:
         return error
+    finally:
+        mll.train()
+        mll.eval()
     return None
 
 

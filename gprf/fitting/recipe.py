@@ -127,9 +127,9 @@ def fit_mll(
             in ``time_budget`` (use it to evaluate checkpoints).
 
     Returns:
-        ``mll``, in eval mode, with the model's prediction cache built (the first prediction reuses it). When the
-        model cannot predict at the point the fit ends at (its capacitance does not factor numerically), the
-        hyperparameters are set back to the last stage where it can, with a
+        ``mll``, in eval mode, at hyperparameters where the model's prediction cache factors (checked by building
+        it once). When the model cannot predict at the point the fit ends at (its capacitance does not factor
+        numerically), the hyperparameters are set back to the last stage where it can, with a
         :class:`~gprf.exceptions.FitFallbackWarning` (:mod:`gprf.fitting.end_point`).
 
     Raises:

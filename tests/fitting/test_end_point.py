@@ -50,12 +50,13 @@ def _predicts(mll: ExactMarginalLogLikelihood) -> bool:
         return bool(torch.isfinite(output.mean).all() & torch.isfinite(output.variance).all())
 
 
-def test_a_predictable_end_point_is_kept_with_its_prediction_cache_built():
+def test_a_predictable_end_point_is_kept_in_eval_mode_without_a_cache():
     mll = _sketch_mll()
     start = _at_outputscale(mll, 1.0)
     _at_outputscale(mll, 3.0)
     end_where_predictable(mll, [("the start", start)])
-    assert not mll.training and mll.model.prediction_strategy is not None
+    # The check's cache is dropped: the first real prediction builds its own under the settings in force there.
+    assert not mll.training and mll.model.prediction_strategy is None
     assert mll.model.covar_module.outputscale.item() == pytest.approx(3.0)
 
 
@@ -97,13 +98,10 @@ def test_fit_mll_of_a_high_degree_sketch_ends_where_the_model_predicts():
     assert model.covar_module.outputscale.item() < 1e10
 
 
-def test_the_fit_returns_with_the_prediction_cache_of_its_end_point():
+def test_the_fit_returns_in_eval_mode_with_no_cache_of_the_check():
     x = torch.rand(80, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     model = _GP(x, torch.sin(4 * x[:, 0]), RandomFourierKernel(32, num_dims=2, seed=0)).double()
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
-    gprf.fit_mll(mll)
-    cache = model.prediction_strategy
-    assert cache is not None
-    with torch.no_grad():
-        assert bool((model(x[:5]).variance > 0).all())
-    assert model.prediction_strategy is cache  # the first prediction reused it
+    returned = gprf.fit_mll(mll)
+    assert returned is mll and not mll.training and model.prediction_strategy is None
+    assert _predicts(mll)
