@@ -10,6 +10,13 @@ class DispatchFallbackWarning(RuntimeWarning):
     """
 
 
+class FitFallbackWarning(RuntimeWarning):
+    """:func:`gprf.fit_mll` ended at an earlier point of the fit, because the model could not predict at the last.
+
+    The message names the stage whose hyperparameters were kept and the numerical error at the end point.
+    """
+
+
 class IndefiniteKernelError(ValueError):
     """A PSD covariance was required from an indefinite kernel approximation."""
 

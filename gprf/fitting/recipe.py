@@ -24,14 +24,24 @@ import inspect
 import math
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 import torch
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.models import ExactGP
 
+from gprf.fitting.end_point import end_where_predictable, parameter_values
+from gprf.fitting.fit_arguments import (
+    check_callback,
+    check_count,
+    check_flag,
+    check_learning_rate,
+    check_positive_seconds,
+    resolve_seed,
+)
+from gprf.fitting.row_subsample import subsample_rows, training_rows
 from gprf.fitting.scale_fit import fit_scale_hyperparameters, supports_exact_scale_fit
 from gprf.kernels.feature_map_owner import FeatureMapOwner
 from gprf.kernels.feature_product_kernel import FeatureProductKernel
@@ -76,7 +86,7 @@ def fit_mll(
     tune_steps: int = 100,
     lr: float = 0.1,
     finish_steps: int | None = None,
-    seed: int = 0,
+    seed: int | None = 0,
     progress: bool = False,
     callback: Callable[[str, float], None] | None = None,
 ) -> ExactMarginalLogLikelihood:
@@ -98,9 +108,11 @@ def fit_mll(
         time_budget: Wall-clock seconds for the whole fit (``None``: no limit). Tuning stops when what is left
             is the estimated time of the exact refit (from a float64 GEMM timed at the start); the refit always
             runs; finishing steps run while time is left.
-        tune_features: Features of the tuning stage (a prefix of each kernel's draw); ``None`` or a number at
-            least the model's keeps the full draw.
-        tune_rows: Rows of the seeded subsample of the tuning stage; ``None`` uses every row.
+        tune_features: Features of the tuning stage (a prefix of each kernel's draw), at least 1; ``None`` or a
+            number at least the model's keeps the full draw.
+        tune_rows: Rows of the seeded subsample of the tuning stage, at least 1; ``None`` uses every row. The
+            subsample carries its rows' observed noise (``FixedNoiseGaussianLikelihood``, BoTorch's
+            ``train_Yvar``, Dirichlet classification), restored with the full data after tuning.
         tune_steps: Adam steps of the tuning stage.
         lr: Adam learning rate.
         finish_steps: L-BFGS iterations on the full marginal likelihood at the end, while the time budget lasts
@@ -108,23 +120,37 @@ def fit_mll(
             is kept); ``None``: 100 for small problems (no subsample and no nesting), 0 otherwise (a full-size
             evaluation costs about as much as the exact refit, so a budget that leaves room for a few of them
             gains little; measured in the regression benchmark's documentation).
-        seed: Seed of the row subsample.
+        seed: Seed of the row subsample, an integer in :math:`[0, 2^{63})`; ``None`` draws one from torch's
+            global generator (so ``torch.manual_seed`` makes the fit repeatable).
         progress: Print each stage and its marginal likelihood to stderr.
         callback: ``callback(stage, seconds)`` after every tuning step and stage; the time it takes is not counted
             in ``time_budget`` (use it to evaluate checkpoints).
 
     Returns:
-        ``mll``, in eval mode.
+        ``mll``, in eval mode, at hyperparameters where the model's prediction cache factors (checked by building
+        it once). When the model cannot predict at the point the fit ends at (its capacitance does not factor
+        numerically), the hyperparameters are set back to the last stage where it can, with a
+        :class:`~gprf.exceptions.FitFallbackWarning` (:mod:`gprf.fitting.end_point`).
+
+    Raises:
+        TypeError: An option of the wrong type (each message names the option).
+        ValueError: An option out of range (e.g. ``tune_rows=0``, a negative ``tune_steps``).
+        NotPSDError: The model cannot predict at any point of the fit, its start included (the message says why).
 
     Example:
         >>> mll = ExactMarginalLogLikelihood(model.likelihood, model)
         >>> gprf.fit_mll(mll, time_budget=60.0, progress=True)
     """
     model = _check_mll(mll)
-    if time_budget is not None and not time_budget > 0:
-        raise ValueError(f"time_budget must be positive seconds or None, got {time_budget!r}.")
-    if tune_steps < 0:
-        raise ValueError(f"tune_steps must be >= 0, got {tune_steps}.")
+    time_budget = check_positive_seconds(time_budget, "time_budget")
+    tune_features = check_count(tune_features, "tune_features", minimum=1, optional=True, meaning="features")
+    tune_rows = check_count(tune_rows, "tune_rows", minimum=1, optional=True, meaning="rows of the subsample")
+    tune_steps = check_count(tune_steps, "tune_steps", minimum=0, optional=False, meaning="Adam steps")
+    lr = check_learning_rate(lr)
+    finish_steps = check_count(finish_steps, "finish_steps", minimum=0, optional=True, meaning="L-BFGS iterations")
+    seed = resolve_seed(seed)
+    progress = check_flag(progress, "progress")
+    callback = check_callback(callback)
     clock = _Clock(time_budget, callback)
     report = _reporter(progress)
     num_rows = model.train_targets.size(-1)
@@ -135,30 +161,35 @@ def fit_mll(
         finish_steps = 100 if small else 0
 
     mll.train()
+    checkpoints = [("the start", parameter_values(mll))]
     reserve = 0.0 if time_budget is None or small else _refit_seconds(model)
     if reserve:
         report(f"keeping {reserve:.1f} s of the budget for the full-size refit (estimated)", None)
     if not small and tune_steps > 0:
-        rows = _subsample_rows(num_rows, tune_rows if subsample else num_rows, seed, model.train_targets.device)
+        rows = subsample_rows(num_rows, tune_rows if subsample else num_rows, seed, model.train_targets.device)
         with ExitStack() as stack:
             for kernel in nested:
                 stack.enter_context(kernel.features_resized(tune_features))
-            stack.enter_context(_training_rows(model, rows))
+            stack.enter_context(training_rows(model, mll.likelihood, rows))
             sizes = f"{rows.numel()} rows, F = {tune_features if nested else 'full'}"
             _adam(mll, tune_steps, lr, clock, reserve, lambda step, loss: report(f"tune {step} ({sizes})", loss))
+        checkpoints.append(("tuning", parameter_values(mll)))
     clock.checkpoint("tune")
 
     if supports_exact_scale_fit(mll):
         result = fit_scale_hyperparameters(mll)
         report("scale refit (full data, full F)", None, detail=str(result))
+        checkpoints.append(("the scale refit", parameter_values(mll)))
         clock.checkpoint("scale")
     if finish_steps > 0 and clock.left() > 0:
         _lbfgs(mll, finish_steps, clock, reserve, lambda loss: report("finish (L-BFGS, full data, full F)", loss))
         if supports_exact_scale_fit(mll) and clock.left() >= reserve:
+            checkpoints.append(("the finishing L-BFGS", parameter_values(mll)))
             fit_scale_hyperparameters(mll)
         clock.checkpoint("finish")
+    end_where_predictable(mll, checkpoints)
     report(f"done in {clock.elapsed:.1f} s", None)
-    return mll.eval()
+    return mll
 
 
 def _check_mll(mll: object) -> ExactGP:
@@ -193,26 +224,6 @@ def _nested_kernels(model: ExactGP, tune_features: int | None) -> list[FeatureMa
                 continue  # a draw without prefixes (e.g. a quadrature rule): tune at its full size
             kernels.append(module)
     return kernels
-
-
-def _subsample_rows(num_rows: int, size: int, seed: int, device: torch.device) -> torch.Tensor:
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randperm(num_rows, generator=generator)[:size].sort().values.to(device)
-
-
-@contextmanager
-def _training_rows(model: ExactGP, rows: torch.Tensor) -> Iterator[None]:
-    """Train on ``rows`` of the training data for a while (inputs: dim -2, targets: dim -1), then restore it."""
-    inputs, targets = model.train_inputs, model.train_targets
-    if rows.numel() == targets.size(-1):
-        yield
-        return
-    subset = tuple(x.index_select(-2, rows) for x in inputs)
-    model.set_train_data(subset, targets.index_select(-1, rows), strict=False)
-    try:
-        yield
-    finally:
-        model.set_train_data(inputs, targets, strict=False)
 
 
 def _project_onto_bounds(mll: ExactMarginalLogLikelihood) -> None:

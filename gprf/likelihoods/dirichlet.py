@@ -50,16 +50,26 @@ def check_alpha_epsilon(alpha_epsilon: object) -> float:
 
 
 def check_labels(labels: object, name: str, num_classes: int | None = None) -> Tensor:
-    """Integer class labels of shape ``(..., n)`` in ``[0, num_classes)`` (one host sync, outside training)."""
+    """Class labels of shape ``(..., n)`` in ``[0, num_classes)`` as int64 (what ``one_hot`` and indexing take).
+
+    Any integer dtype is accepted (``uint8``, ``int16``, ``int32``, ...), and floating labels holding whole numbers
+    (checked always: truncating 1.5 to class 1 would be silently wrong); booleans and complex numbers are refused.
+    The range is checked where :class:`gprf.settings.validate_inputs` applies (one host sync, outside training).
+    """
     if not torch.is_tensor(labels):
         raise TypeError(f"{name} must be a tensor of integer class labels, got {type(labels).__name__}.")
-    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
-        raise TypeError(
-            f"{name} must hold integer class labels 0..C-1, got dtype {labels.dtype}; convert with {name}.long() "
-            "after checking that the values are whole numbers."
-        )
+    if labels.is_complex() or labels.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer class labels 0..C-1, got dtype {labels.dtype}.")
     if labels.dim() < 1 or labels.size(-1) == 0:
         raise ValueError(f"{name} must have shape (..., n) with n >= 1 labels, got shape {tuple(labels.shape)}.")
+    if labels.is_floating_point():
+        whole = torch.isfinite(labels) & (labels == labels.round())
+        if not bool(whole.all()):
+            bad = labels[~whole].reshape(-1)[0].item()
+            raise ValueError(
+                f"{name} must hold whole-number class labels 0..C-1, got {bad!r} (dtype {labels.dtype}); map the "
+                "values to class indices first."
+            )
     if num_classes is not None and validate_inputs.applies_to(labels):
         low, high = labels.min(), labels.max()
         if bool(low < 0) or bool(high >= num_classes):
@@ -67,7 +77,7 @@ def check_labels(labels: object, name: str, num_classes: int | None = None) -> T
                 f"{name} must lie in [0, num_classes) = [0, {num_classes}), got values in [{int(low)}, {int(high)}]; "
                 "relabel the classes as 0..C-1 (or raise num_classes)."
             )
-    return labels
+    return labels.long()
 
 
 def resolve_num_classes(labels: Tensor, num_classes: int | None) -> int:
@@ -96,8 +106,9 @@ def dirichlet_transform(
 
     Both have shape ``(..., num_classes, n)`` (the class is a GP batch dimension):
     :math:`\alpha = \mathrm{onehot}(y) + \alpha_\epsilon`, :math:`\sigma^2 = \log(1/\alpha + 1)`,
-    :math:`\tilde y = \log\alpha - \sigma^2/2`.
+    :math:`\tilde y = \log\alpha - \sigma^2/2`. ``labels`` as :func:`check_labels` takes them (any integer dtype).
     """
+    labels = check_labels(labels, "labels", num_classes)
     onehot = torch.nn.functional.one_hot(labels.to(device=device), num_classes).mT
     alpha = onehot.to(dtype) + alpha_epsilon
     noise = torch.log1p(alpha.reciprocal())
@@ -217,7 +228,6 @@ class DirichletClassificationLikelihood(_GPyTorchDirichletLikelihood):
     ) -> tuple[Tensor, Tensor]:
         """Regression targets and noise ``(..., C, m)`` of new labels ``(..., m)`` with this likelihood's
         ``num_classes`` and ``alpha_epsilon`` (default dtype/device: those of ``transformed_targets``)."""
-        labels = check_labels(labels, "labels", self.num_classes)
         dtype = self.transformed_targets.dtype if dtype is None else dtype
         device = self.transformed_targets.device if device is None else device
         return dirichlet_transform(labels, self.num_classes, self.alpha_epsilon, dtype, device)

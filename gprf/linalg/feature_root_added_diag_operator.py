@@ -24,8 +24,9 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
         \log\det K = \log\det C + \sum_i \log\sigma_i^2, \qquad
         y^\top K^{-1}y = y^\top\Sigma^{-1}y - \lVert L^{-1}\sqrt s\,R^\top\Sigma^{-1}y\rVert^2 .
 
-    :math:`C` comes from :func:`gprf.linalg.factor_capacitance` (Gram in the model dtype with a one-GEMM
-    backward, factored in :class:`gprf.settings.factor_dtype`), so float32 models stay accurate at small noise;
+    :math:`C` comes from :func:`gprf.linalg.factor_capacitance` (Gram with a one-GEMM backward, its products and
+    factor in :class:`gprf.settings.factor_dtype` unless a float32 model's own products are known to be
+    accurate), so float32 models stay accurate at small noise;
     the whole step costs :math:`2NF^2 + O(F^3)` flops forward and backward. With fewer points than features
     (:math:`N < F`, common early in Bayesian optimization) :math:`K` itself is formed and factored instead,
     :math:`O(N^2F + N^3)`, which avoids the :math:`O(F^3)` factorisation and its backward. Training rows with

@@ -79,9 +79,9 @@ class FeatureSpacePredictionStrategy(DefaultPredictionStrategy):
 
     def _training_features(self, root: FeatureRoot) -> Tensor | None:
         """The features the training cache factors: ``None`` for the root as it is (in the model dtype, and never
-        formed when it is lazy). The factorisation forms the Gram with the model dtype's GEMM, with products in the
-        factor dtype where that GEMM's rounding would matter (:func:`gprf.linalg.factor_capacitance`), so a float32
-        model does not pay for an :math:`N\times F` float64 copy and a float64 GEMM."""
+        formed when it is lazy). The factorisation forms the Gram with products in the factor dtype unless the model
+        dtype's own are known to be accurate (:func:`gprf.linalg.factor_capacitance`), casting row chunks in turn,
+        so a float32 model does not pay for an :math:`N\times F` float64 copy."""
         return None
 
     def _like(self, **kwargs) -> FeatureSpacePredictionStrategy:

@@ -197,7 +197,13 @@ def test_follows_the_device(device):
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"targets": LABELS.double()}, TypeError, "integer class labels"),
+        ({"targets": LABELS.double() + 0.5}, ValueError, "whole-number class labels"),
+        ({"targets": torch.tensor([0.0, math.nan, 1.0])}, ValueError, "whole-number class labels"),
+        ({"targets": torch.tensor([0.0, math.inf, 1.0])}, ValueError, "whole-number class labels"),
+        ({"targets": LABELS.bool()}, TypeError, "integer class labels"),
+        ({"targets": LABELS.to(torch.complex64)}, TypeError, "integer class labels"),
+        ({"targets": torch.tensor([0, -1, 2], dtype=torch.int8)}, ValueError, "negative label"),
+        ({"targets": LABELS.int(), "num_classes": 2}, ValueError, "smaller than the labels require"),
         ({"targets": [0, 1, 2]}, TypeError, "tensor of integer class labels"),
         ({"targets": torch.tensor([0, -1, 2])}, ValueError, "negative label"),
         ({"targets": LABELS, "num_classes": 2}, ValueError, "smaller than the labels require"),
@@ -217,12 +223,37 @@ def test_bad_construction(kwargs, error, match):
 
 
 @pytest.mark.parametrize(
-    ("test_labels", "match"), [([0, 3, 1, 0], r"\[0, 3\)"), ([0, -1, 1, 0], r"\[0, 3\)")], ids=["too-large", "negative"]
+    ("test_labels", "match"),
+    [
+        (torch.tensor([0, 3, 1, 0]), r"\[0, 3\)"),
+        (torch.tensor([0, -1, 1, 0]), r"\[0, 3\)"),
+        (torch.tensor([0, 3, 1, 0], dtype=torch.uint8), r"\[0, 3\)"),
+        (torch.tensor([0, -1, 1, 0], dtype=torch.int16), r"\[0, 3\)"),
+        (torch.tensor([0.0, 1.25, 1.0, 0.0]), "whole-number class labels"),
+    ],
+    ids=["too-large", "negative", "too-large-uint8", "negative-int16", "fractional"],
 )
 def test_bad_test_labels(float64, test_labels, match):
     likelihood = DirichletClassificationLikelihood(LABELS).eval()
     with pytest.raises(ValueError, match=match):
-        likelihood(latent(4), targets=torch.tensor(test_labels))
+        likelihood(latent(4), targets=test_labels)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.float32, torch.float64])
+def test_labels_of_any_integer_dtype_or_whole_floats_give_the_int64_results(float64, dtype):
+    """one_hot takes int64 only: labels of other integer dtypes (and floats holding whole numbers) are converted."""
+    likelihood = DirichletClassificationLikelihood(LABELS.to(dtype), num_classes=NUM_CLASSES)
+    reference = DirichletClassificationLikelihood(LABELS, num_classes=NUM_CLASSES)
+    assert likelihood.targets.dtype == torch.long and torch.equal(likelihood.targets, LABELS)
+    assert torch.equal(likelihood.transformed_targets, reference.transformed_targets)
+    torch.testing.assert_close(likelihood.noise, expected_noise(LABELS, NUM_CLASSES, 0.01), rtol=0, atol=0)
+    test_labels = torch.tensor([2, 0, 1, 1])
+    observed = likelihood.eval()(latent(4), targets=test_labels.to(dtype))
+    torch.testing.assert_close(observed_noise(observed), expected_noise(test_labels, NUM_CLASSES, 0.01))
+    targets, noise = dirichlet_transform(test_labels.to(dtype), NUM_CLASSES, 0.01, torch.float64)
+    assert torch.equal(noise, expected_noise(test_labels, NUM_CLASSES, 0.01))
+    fantasy = likelihood.get_fantasy_likelihood(labels=test_labels.to(dtype))
+    assert torch.equal(fantasy.targets, torch.cat([LABELS, test_labels]))
 
 
 def test_labels_and_noise_together_are_rejected(float64):

@@ -1,5 +1,6 @@
 """The factorisation home: CapacitanceFactor updates, factor_capacitance and its check of the training rows, and the
-float32 Gram formed again with float64 products when its rounding is too large (a float32 model at noise 1e-6)."""
+float32 Gram with float64 products unless its own rounding is known to be negligible: float32 models within 1e-6 of
+float64 arithmetic on their features at every noise level from 1e-6 to 1."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ import gprf
 from gprf.exceptions import NonFiniteTrainingDataError
 from gprf.kernels import RandomFourierKernel
 from gprf.linalg import CapacitanceFactor, FeatureRootLinearOperator, capacitance, factor_capacitance
-from gprf.linalg.capacitance import GRAM_ROUNDING_TOLERANCE, gram_rounding_exceeds, nonfinite_rows
+from gprf.linalg.capacitance import (
+    GRAM_ERROR_CONSTANT,
+    GRAM_ERROR_TOLERANCE,
+    lower_precision_gram_error,
+    nonfinite_rows,
+    products_in_factor_dtype,
+)
+from gprf.linalg.lazy_features import LazyFeatures
 from tests.prediction.conftest import ExactModel
 
 
@@ -125,18 +133,52 @@ def test_nonfinite_rows_marks_rows_across_batch_members():
     assert mask.shape == (2, 12) and mask.sum() == 1 and bool(mask[1, 5])
 
 
-def test_gram_rounding_check_is_none_for_exact_products_and_scales_with_the_trace():
-    gram = torch.eye(4, dtype=torch.float64)
-    assert gram_rounding_exceeds(gram, torch.float64) is None
+def test_the_gram_error_estimate_is_c_u_times_the_largest_diagonal_entry():
+    features, noise, _ = _rows(batch=(2,))
+    features, outputscale = features.float(), torch.tensor([0.5, 3.0], dtype=torch.float64)
     unit = torch.finfo(torch.float32).eps / 2
-    assert not bool(gram_rounding_exceeds(gram * 0.9 * GRAM_ROUNDING_TOLERANCE / (4 * unit), torch.float32))
-    assert bool(gram_rounding_exceeds(gram * 1.1 * GRAM_ROUNDING_TOLERANCE / (4 * unit), torch.float32))
+    one_noise = noise[..., :1]
+    gram = outputscale[:, None, None] * features.double().mT @ (features.double() / one_noise.unsqueeze(-1))
+    expected = GRAM_ERROR_CONSTANT * unit * gram.diagonal(dim1=-2, dim2=-1).max().item()
+    assert lower_precision_gram_error(features, one_noise, outputscale) == pytest.approx(expected, rel=1e-6)
+    # One variance per row: bounded with the smallest, so never below the exact largest diagonal entry.
+    gram = outputscale[:, None, None] * features.double().mT @ (features.double() / noise.unsqueeze(-1))
+    exact = GRAM_ERROR_CONSTANT * unit * gram.diagonal(dim1=-2, dim2=-1).max().item()
+    assert exact <= lower_precision_gram_error(features, noise, outputscale) <= exact * noise.max() / noise.min()
 
 
-@pytest.mark.parametrize("noise_scale, exact_first", [(1.0, False), (1e-9, True)])
+def test_the_estimate_follows_the_float32_matmul_precision():
+    features, noise, _ = _rows()
+    highest = lower_precision_gram_error(features.float(), noise, None)
+    previous = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")  # TF32 where the hardware has it: a 10-bit mantissa
+        assert lower_precision_gram_error(features.float(), noise, None) == pytest.approx(highest * 2.0**13)
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
+def test_products_stay_in_the_features_dtype_only_when_known_to_be_accurate():
+    features, noise, _ = _rows()
+    float32 = features.float()
+    assert not products_in_factor_dtype(features, noise, None)  # float64 roots: already the factor dtype
+    with gprf.settings.factor_dtype(torch.float32):
+        assert not products_in_factor_dtype(float32, noise, None)
+    # The largest diagonal entry of G scales with 1/noise: float32 products only below the tolerance.
+    error = lower_precision_gram_error(float32, noise, None)
+    scale = error / GRAM_ERROR_TOLERANCE
+    assert not products_in_factor_dtype(float32, noise * scale * 1.01, None)
+    assert products_in_factor_dtype(float32, noise * scale * 0.99, None)
+    assert products_in_factor_dtype(float32, -noise, None)  # a bad noise gets the exact route (and its error)
+    lazy = LazyFeatures(float32[..., :3], lambda x: torch.cat([x, x[..., :2]], -1), chunk_size=4)
+    assert lower_precision_gram_error(lazy, noise, None) is None and products_in_factor_dtype(lazy, noise, None)
+    assert lower_precision_gram_error(float32.to(torch.complex64), noise, None) is None
+
+
+@pytest.mark.parametrize("noise_scale, exact_first", [(1e3, False), (1.0, True)])
 def test_cpu_roots_decide_on_exact_products_before_forming_the_gram(monkeypatch, noise_scale, exact_first):
-    """On the CPU the rounding test reads the Gram's trace from the rows (no device to synchronise with): a float32
-    Gram that the test would reject is never formed, and the factor is the one with float64 products."""
+    """On the CPU the rounding estimate reads the Gram's diagonal from the rows (no device to synchronise with): a
+    float32 Gram it would reject is never formed, and the factor is the one with float64 products."""
     features, noise, rhs = _rows()
     features, noise, rhs = features.float(), (noise * noise_scale).float(), rhs.float()
     calls = []
@@ -195,3 +237,57 @@ def test_float32_model_at_noise_1e_minus_6_matches_float64(num_features):
     unit = torch.finfo(torch.float32).eps / 2
     output_rounding = 3 * unit * (inv_quad.abs() + logdet.abs() + constant).detach() / 4000
     assert (values[torch.float32].double() - values[torch.float64]).abs() <= first_order + output_rounding
+
+
+class _StructuredModel(ExactModel):
+    def forward(self, x):
+        return gprf.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
+
+@pytest.mark.parametrize("noise", [1.0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6])
+def test_float32_models_are_float64_arithmetic_on_their_features_to_1e_minus_6(noise):
+    r"""A float32 model's predictive mean and variance and its marginal likelihood against float64 arithmetic on the
+    same float32 features and hyperparameters (N = 300, F = 64, lengthscale 0.3).
+
+    Means and variances within :math:`10^{-6}` of the largest reference value; the marginal likelihood within
+    :math:`10^{-6}` of the scale of its terms, :math:`(|y^\top K^{-1}y| + |\log\det K| + N\log 2\pi)/(2N)`, plus the
+    float32 rounding of the terms and their sum that GPyTorch combines (:math:`3u` of that scale). The float32 Gram
+    of the rows would give errors up to :math:`10^{-3}` here (its rounding is :math:`u\max_j G_{jj}` relative,
+    :math:`\max_j G_{jj}\approx N/(F\sigma^2)`). Variances are compared below GPyTorch's float32 floor of
+    :math:`10^{-6}` (``gpytorch.settings.min_variance``), which would otherwise replace them.
+    """
+    generator = torch.Generator().manual_seed(0)
+    x, test_x = torch.rand(300, 3, generator=generator), torch.rand(50, 3, generator=generator)
+    y = torch.sin(6 * x[:, 0]) + x[:, 1] + 0.01 * torch.randn(300, generator=generator)
+    likelihood = gpytorch.likelihoods.GaussianLikelihood(noise_constraint=gpytorch.constraints.GreaterThan(1e-9))
+    kernel = RandomFourierKernel(64, num_dims=3, seed=0)
+    model = _StructuredModel(x, y, likelihood, kernel).float().train()
+    likelihood.noise, kernel.lengthscale = noise, 0.3
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
+    with torch.no_grad(), gpytorch.settings.min_variance(float_value=1e-30):
+        value = mll(model(x), y)
+        model.eval()
+        prediction = model(test_x)
+        mean, variance = prediction.mean, prediction.variance
+        root, test_root = kernel.features(x).double(), kernel.features(test_x).double()
+        sigma2, constant = likelihood.noise.double(), model.mean_module.constant.double()
+    assert mean.dtype == variance.dtype == value.dtype == torch.float32
+
+    residual = y.double() - constant
+    covariance = root @ root.mT + sigma2 * torch.eye(300, dtype=torch.float64)
+    cholesky = torch.linalg.cholesky(covariance)
+    inv_quad = torch.cholesky_solve(residual[:, None], cholesky).squeeze(-1) @ residual
+    logdet = 2 * cholesky.diagonal().log().sum()
+    constant_term = 300 * math.log(2 * math.pi)
+    reference = -(inv_quad + logdet + constant_term) / 600
+    capacitance = torch.eye(64, dtype=torch.float64) + root.mT @ root / sigma2
+    factor = torch.linalg.cholesky(capacitance)
+    weights = torch.cholesky_solve((root.mT @ residual / sigma2)[:, None], factor).squeeze(-1)
+    whitened = torch.linalg.solve_triangular(factor, test_root.mT, upper=False)
+    reference_mean, reference_variance = constant + test_root @ weights, whitened.square().sum(0)
+
+    assert (mean.double() - reference_mean).abs().max() <= 1e-6 * reference_mean.abs().max()
+    assert (variance.double() - reference_variance).abs().max() <= 1e-6 * reference_variance.max()
+    scale = (inv_quad.abs() + logdet.abs() + constant_term) / 600
+    unit = torch.finfo(torch.float32).eps / 2
+    assert (value.double() - reference).abs() <= (1e-6 + 3 * unit) * scale

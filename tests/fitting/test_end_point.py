@@ -1,0 +1,107 @@
+"""A fit ends where the model can predict: the end point's prediction cache is built, an end point whose capacitance
+does not factor falls back to the last checkpoint that does, and a fit with no such point says why."""
+
+from __future__ import annotations
+
+import gpytorch
+import pytest
+import torch
+from gpytorch.kernels import ScaleKernel
+from gpytorch.likelihoods import GaussianLikelihood
+from gpytorch.mlls import ExactMarginalLogLikelihood
+from linear_operator.utils.errors import NotPSDError
+
+import gprf
+from gprf.exceptions import FitFallbackWarning
+from gprf.fitting.end_point import end_where_predictable, parameter_values, prediction_failure
+from gprf.kernels import PolynomialSketchKernel, RandomFourierKernel
+
+# With fewer points than features, s Phi^T Phi / sigma^2 has zero eigenvalues that rounding at 1e20 * 1e-16 moves by
+# far more than the identity's 1: the capacitance is numerically indefinite (every seed tried fails at 1e16 and above
+# and factors at 1e14 and below).
+_UNPREDICTABLE_OUTPUTSCALE = 1e20
+
+
+class _GP(gpytorch.models.ExactGP):
+    def __init__(self, x, y, kernel):
+        super().__init__(x, y, GaussianLikelihood())
+        self.mean_module = gpytorch.means.ConstantMean()
+        self.covar_module = ScaleKernel(kernel)
+
+    def forward(self, x):
+        return gprf.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
+
+def _sketch_mll(num_points: int = 10) -> ExactMarginalLogLikelihood:
+    x = torch.rand(num_points, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    model = _GP(x, x.sum(-1), PolynomialSketchKernel(32, num_dims=2, degree=2, seed=0)).double()
+    return ExactMarginalLogLikelihood(model.likelihood, model)
+
+
+def _at_outputscale(mll: ExactMarginalLogLikelihood, outputscale: float) -> list[torch.Tensor]:
+    mll.model.covar_module.outputscale = outputscale
+    return parameter_values(mll)
+
+
+def _predicts(mll: ExactMarginalLogLikelihood) -> bool:
+    model = mll.model
+    with torch.no_grad():
+        output = model(model.train_inputs[0][:3])
+        return bool(torch.isfinite(output.mean).all() & torch.isfinite(output.variance).all())
+
+
+def test_a_predictable_end_point_is_kept_in_eval_mode_without_a_cache():
+    mll = _sketch_mll()
+    start = _at_outputscale(mll, 1.0)
+    _at_outputscale(mll, 3.0)
+    end_where_predictable(mll, [("the start", start)])
+    # The check's cache is dropped: the first real prediction builds its own under the settings in force there.
+    assert not mll.training and mll.model.prediction_strategy is None
+    assert mll.model.covar_module.outputscale.item() == pytest.approx(3.0)
+
+
+def test_an_unpredictable_end_point_falls_back_to_the_last_checkpoint_that_predicts():
+    mll = _sketch_mll()
+    checkpoints = [
+        ("the start", _at_outputscale(mll, 1.0)),
+        ("tuning", _at_outputscale(mll, 5.0)),
+        ("the scale refit", _at_outputscale(mll, _UNPREDICTABLE_OUTPUTSCALE)),
+    ]
+    _at_outputscale(mll, 10 * _UNPREDICTABLE_OUTPUTSCALE)
+    assert isinstance(prediction_failure(mll), NotPSDError)
+    with pytest.warns(FitFallbackWarning, match="NotPSDError.*set back to those after tuning"):
+        end_where_predictable(mll, checkpoints)
+    assert mll.model.covar_module.outputscale.item() == pytest.approx(5.0)
+    assert not mll.training and _predicts(mll)
+
+
+def test_a_fit_with_no_predictable_point_says_why_and_keeps_its_end_point():
+    mll = _sketch_mll()
+    checkpoints = [("the start", _at_outputscale(mll, _UNPREDICTABLE_OUTPUTSCALE))]
+    _at_outputscale(mll, 2 * _UNPREDICTABLE_OUTPUTSCALE)
+    with pytest.raises(NotPSDError, match="nor at any earlier point of the fit, its start included"):
+        end_where_predictable(mll, checkpoints)
+    assert mll.model.covar_module.outputscale.item() == pytest.approx(2 * _UNPREDICTABLE_OUTPUTSCALE)
+
+
+def test_fit_mll_of_a_high_degree_sketch_ends_where_the_model_predicts():
+    """The scale refit of a degree-10 sketch of unscaled inputs (N = 60 < F = 64) drives the outputscale to ~1e95
+    along the ridge s / l^20 = const, where the capacitance does not factor: the fit used to return that model."""
+    generator = torch.Generator().manual_seed(1)
+    x = 1.5 * torch.randn(60, 3, generator=generator, dtype=torch.float64)
+    y = torch.sin(x[:, 0]) + x[:, 1] * x[:, 2]
+    model = _GP(x, y, PolynomialSketchKernel(64, num_dims=3, degree=10, seed=1)).double()
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    with pytest.warns(FitFallbackWarning, match="set back"):
+        gprf.fit_mll(mll, seed=1)
+    assert not mll.training and _predicts(mll)
+    assert model.covar_module.outputscale.item() < 1e10
+
+
+def test_the_fit_returns_in_eval_mode_with_no_cache_of_the_check():
+    x = torch.rand(80, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    model = _GP(x, torch.sin(4 * x[:, 0]), RandomFourierKernel(32, num_dims=2, seed=0)).double()
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    returned = gprf.fit_mll(mll)
+    assert returned is mll and not mll.training and model.prediction_strategy is None
+    assert _predicts(mll)
