@@ -483,7 +483,7 @@ def _evaluate_draw(ctx: _RunContext, reference: _ExactReference, result: MethodR
         mean, var, condition_s, predict_s = _condition_and_predict(model, reference.split.test_x, ctx.device)
     except (NotPSDError, NanError) as err:
         step = f"conditioning method {result.name} (--features {ctx.args.features})"
-        raise _numerical_failure(ctx, step, err, "more --features") from None
+        raise _numerical_failure(ctx, step, err) from None
     with torch.no_grad():
         error = relative_frobenius_error(model.covar_module(reference.kernel_x), reference.kernel_matrix)
     result.draws["frobenius"].append(error.item())

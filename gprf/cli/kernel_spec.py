@@ -231,7 +231,7 @@ class _Parser:
         degree = re.fullmatch(rf"poly(\d{{1,{_MAX_DIGITS}}})", name)
         if degree is not None and int(degree.group(1)) >= 1:
             return Base("poly", self.dims(), int(degree.group(1)))
-        raise self.error(position, f"a kernel name ({', '.join(_BASES)}), not {name!r}")
+        raise self.error(position, f"a kernel name ({', '.join(_BASES)}), not {_shorten(name)!r}")
 
     def dims(self) -> Columns:
         if not self.at("["):
