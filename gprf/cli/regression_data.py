@@ -5,7 +5,8 @@ default, subsampled and split into standardised training and test tensors.
   as a predefined split mask) are ignored, since the benchmark draws its own split of its subsample;
 * ``<name>.csv``: a header row, the target in the last column, read by :func:`gprf.cli.data.load_csv`.
 
-Rows with missing or infinite values are dropped, with a note in the report.
+Rows with missing or infinite values are dropped, with a note in the report naming their columns; complex or
+text arrays, ``x`` without columns and unreadable archives are refused with an error naming the array.
 """
 
 from __future__ import annotations
