@@ -116,6 +116,10 @@ def _last_column(path: Path) -> str:
             head = handle.read(4096)
     except OSError as err:
         raise CLIError(f"argument --data-dir: cannot read {path.name}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise CLIError(
+            f"argument --data-dir: {path.name} is not UTF-8 text ({err.reason} at byte {err.start})"
+        ) from None
     try:
         dialect = csv.Sniffer().sniff(head, delimiters=",;\t")
     except csv.Error:
@@ -131,8 +135,9 @@ def load_table(path: str | Path) -> Dataset:
     path = Path(path)
     if path.suffix == ".npz":
         return load_npz(path)
+    target = _last_column(path)  # its errors already name --data-dir and the file
     try:
-        data = load_csv(path, _last_column(path))
+        data = load_csv(path, target)
     except CLIError as err:  # load_csv speaks of --data/--target; here the file comes from --data-dir
         message = str(err).removeprefix("argument --data: ").removeprefix("argument --target: ")
         raise CLIError(f"argument --data-dir: {path.name}: {message}") from None

@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from gprf.cli.options import CLIError
-from gprf.cli.regression_data import dataset_files, load_datasets, load_npz, regression_split, subsample
+from gprf.cli.regression_data import (
+    dataset_files,
+    load_datasets,
+    load_npz,
+    load_table,
+    regression_split,
+    subsample,
+)
 
 CPU = torch.device("cpu")
 
@@ -134,6 +141,22 @@ def test_npz_files_that_are_not_real_tables_are_clear_errors(tmp_path, write, me
     with pytest.raises(CLIError) as err:
         load_npz(path)
     assert str(err.value).startswith("argument --data-dir: ") and message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"a,b,y\n\xe9,1,2\n", "argument --data-dir: t.csv is not UTF-8 text (invalid continuation byte at byte 6)"),
+        (b"a,a,y\n1,2,3\n", "argument --data-dir: t.csv: the header of '{path}' names column(s) 'a' more than once"),
+        (b"a,b,y\n1,2,3\n4,x,6\n", "argument --data-dir: t.csv: column 'b' mixes numbers and text (line 3: 'x')"),
+    ],
+)
+def test_csv_files_of_the_folder_are_refused_naming_the_file_once(tmp_path, content, message):
+    path = tmp_path / "t.csv"
+    path.write_bytes(content)
+    with pytest.raises(CLIError) as err:
+        load_table(path)
+    assert str(err.value).startswith(message.format(path=path))
 
 
 @settings(max_examples=60, deadline=None)
