@@ -18,7 +18,12 @@ from gprf import (
 )
 from gprf._botorch_hook import register_with_botorch_if_imported
 from gprf.conversion import random_features
-from gprf.exceptions import DispatchFallbackWarning, LowRankStructureWarning, NonFiniteTrainingDataError
+from gprf.exceptions import (
+    DispatchFallbackWarning,
+    GPRFWarning,
+    LowRankStructureWarning,
+    NonFiniteTrainingDataError,
+)
 from gprf.fitting import fit_mll
 
 # BoTorch already imported: register gprf's types with its dispatchers now (gprf itself never imports BoTorch).
@@ -26,6 +31,7 @@ register_with_botorch_if_imported()
 
 __all__ = [
     "DispatchFallbackWarning",
+    "GPRFWarning",
     "LowRankStructureWarning",
     "NonFiniteTrainingDataError",
     "__version__",

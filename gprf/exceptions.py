@@ -1,7 +1,28 @@
-"""Warnings and errors raised by gprf."""
+"""Warnings and errors raised by gprf.
+
+Every warning gprf emits is a :class:`GPRFWarning`, so one filter silences or escalates all of them::
+
+    warnings.simplefilter("error", gprf.GPRFWarning)
+
+Each class also derives from the builtin (or linear_operator) category it used to have, so filters written
+for those keep matching.
+"""
+
+from linear_operator.utils.warnings import NumericalWarning
 
 
-class DispatchFallbackWarning(RuntimeWarning):
+class GPRFWarning(UserWarning):
+    """Base class of every warning gprf emits (filter this one class to act on all of them)."""
+
+
+class ConjugateGradientWarning(GPRFWarning, NumericalWarning):
+    """Conjugate gradients stopped at the iteration limit before reaching the requested residual.
+
+    Also a linear_operator ``NumericalWarning``, the category GPyTorch's own solvers use for the same event.
+    """
+
+
+class DispatchFallbackWarning(GPRFWarning, RuntimeWarning):
     """A random-feature kernel could not use its feature-space prediction path.
 
     Raised when GPyTorch hands gprf's prediction strategy covariances it cannot factor into feature
@@ -10,7 +31,7 @@ class DispatchFallbackWarning(RuntimeWarning):
     """
 
 
-class FitFallbackWarning(RuntimeWarning):
+class FitFallbackWarning(GPRFWarning, RuntimeWarning):
     """:func:`gprf.fit_mll` ended at an earlier point of the fit, because the model could not predict at the last.
 
     The message names the stage whose hyperparameters were kept and the numerical error at the end point.
@@ -21,7 +42,11 @@ class IndefiniteKernelError(ValueError):
     """A PSD covariance was required from an indefinite kernel approximation."""
 
 
-class LowRankStructureWarning(UserWarning):
+class InfiniteVarianceWarning(GPRFWarning):
+    """A random-feature estimator is unbiased but has infinite variance in this configuration."""
+
+
+class LowRankStructureWarning(GPRFWarning):
     """An operation on random-feature kernels loses the low-rank root (dense N x N covariance)."""
 
 

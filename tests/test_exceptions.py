@@ -3,20 +3,34 @@ warning filters catch it) and is raised by the path that documents it."""
 
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
+import pkgutil
+import warnings
+from pathlib import Path
+
 import gpytorch
 import pytest
 import torch
 from gpytorch.kernels import RBFKernel
 from linear_operator.operators import DenseLinearOperator
+from linear_operator.utils.warnings import NumericalWarning
 
 import gprf
+from gprf import exceptions
 from gprf.exceptions import (
+    ConjugateGradientWarning,
     DispatchFallbackWarning,
+    GPRFWarning,
     IndefiniteKernelError,
+    InfiniteVarianceWarning,
     LowRankStructureWarning,
     NonFiniteTrainingDataError,
 )
+from gprf.features import QuadratureFeatures
 from gprf.kernels import RandomFourierKernel
+from gprf.linalg import cg_inv_quad_logdet
 from gprf.prediction import FeatureSpacePredictionStrategy
 from tests.kernels.conftest import signed_kernel, signed_model
 from tests.prediction.conftest import make_data, make_model
@@ -25,8 +39,11 @@ from tests.prediction.conftest import make_data, make_model
 @pytest.mark.parametrize(
     ("error", "builtin"),
     [
+        (ConjugateGradientWarning, NumericalWarning),
         (DispatchFallbackWarning, RuntimeWarning),
+        (GPRFWarning, UserWarning),
         (IndefiniteKernelError, ValueError),
+        (InfiniteVarianceWarning, UserWarning),
         (LowRankStructureWarning, UserWarning),
         (NonFiniteTrainingDataError, ValueError),
     ],
@@ -36,8 +53,81 @@ def test_each_error_subclasses_its_builtin(error, builtin):
 
 
 def test_the_errors_users_catch_around_models_are_exported_at_the_top_level():
-    for error in (DispatchFallbackWarning, LowRankStructureWarning, NonFiniteTrainingDataError):
+    for error in (DispatchFallbackWarning, GPRFWarning, LowRankStructureWarning, NonFiniteTrainingDataError):
         assert getattr(gprf, error.__name__) is error and error.__name__ in gprf.__all__
+
+
+def _gprf_modules():
+    """Every module of the gprf package, imported (the BoTorch integration and the CLI included)."""
+    yield gprf
+    for info in pkgutil.walk_packages(gprf.__path__, prefix="gprf."):
+        yield importlib.import_module(info.name)
+
+
+def test_every_warning_class_gprf_defines_derives_from_gprf_warning():
+    defined = {
+        cls
+        for module in _gprf_modules()
+        for _, cls in inspect.getmembers(module, inspect.isclass)
+        if issubclass(cls, Warning) and cls.__module__.startswith("gprf")
+    }
+    in_exceptions = {cls for _, cls in inspect.getmembers(exceptions, inspect.isclass)}
+    assert in_exceptions >= defined >= {ConjugateGradientWarning, InfiniteVarianceWarning}
+    assert all(issubclass(cls, GPRFWarning) for cls in defined), defined
+
+
+def _warn_calls(tree: ast.AST):
+    """The ``warnings.warn(...)`` and bare ``warn(...)`` calls of a module's syntax tree."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name == "warn":
+                yield node
+
+
+def test_gprf_never_warns_with_a_category_of_another_package():
+    """Every ``warnings.warn`` in the source names its category, and that category is a gprf warning class."""
+    sources = sorted(Path(gprf.__file__).parent.rglob("*.py"))
+    calls = 0
+    for path in sources:
+        for call in _warn_calls(ast.parse(path.read_text(), filename=str(path))):
+            calls += 1
+            category = (
+                call.args[1]
+                if len(call.args) > 1
+                else next((keyword.value for keyword in call.keywords if keyword.arg == "category"), None)
+            )
+            where = f"{path.name}:{call.lineno}"
+            assert isinstance(category, ast.Name), f"{where}: warns without a named category"
+            assert issubclass(getattr(exceptions, category.id, type(None)), GPRFWarning), (
+                f"{where}: warns with {category.id}, not a gprf.exceptions class"
+            )
+    assert calls >= 6  # the scan does see gprf's warnings (CG, dispatch x2, low rank x2, quadrature)
+
+
+def test_one_filter_on_gprf_warning_turns_every_gprf_warning_into_an_error():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GPRFWarning)
+        with pytest.raises(LowRankStructureWarning):
+            RandomFourierKernel(8, num_dims=2, seed=0) + RBFKernel()
+        with pytest.raises(InfiniteVarianceWarning):
+            QuadratureFeatures(2, 1, kernel="rbf")
+
+
+def test_infinite_variance_warning_for_low_dimensional_quadrature():
+    with pytest.warns(InfiniteVarianceWarning, match="infinite variance"):
+        QuadratureFeatures(2, 1, kernel="rbf")
+
+
+def test_conjugate_gradient_warning_when_the_solve_hits_max_iterations():
+    generator = torch.Generator().manual_seed(0)
+    root = torch.randn(40, 30, generator=generator, dtype=torch.float64)
+    gram = root.mT @ root + torch.eye(30, dtype=torch.float64)
+    projection = torch.randn(30, 2, generator=generator, dtype=torch.float64)
+    with pytest.warns(ConjugateGradientWarning, match="max_iterations=2"):
+        terms = cg_inv_quad_logdet(gram, projection, logdet=False, max_iterations=2, preconditioner_rank=0)
+    assert not terms.converged and terms.iterations == 2
 
 
 def test_dispatch_fallback_warning_when_the_covariances_have_no_feature_root():

@@ -18,7 +18,6 @@ import argparse
 import copy
 import dataclasses
 import math
-import re
 import statistics
 import textwrap
 from collections.abc import Callable
@@ -35,7 +34,7 @@ from gprf.cli.approximations import (
     methods_for_kernel,
 )
 from gprf.cli.data import BUILTIN_DATASETS, DEFAULT_DATASET, Dataset, Split, load_dataset, split_dataset
-from gprf.cli.kernel_spec import is_composite_spec, parse_kernel_spec
+from gprf.cli.kernel_spec import KernelSpecError, is_composite_spec, read_kernel_spec
 from gprf.cli.models import (
     EXACT_KERNELS,
     Hyperparameters,
@@ -159,12 +158,10 @@ def kernel_option(text: str) -> str:
             f"unknown kernel {text!r}; use one of {', '.join(EXACT_KERNELS)} or a composite spec such as "
             "'rbf[0:3]*matern52[3:6]+linear'"
         )
-    # Any width covering the columns it names: the syntax is what is checked here.
-    width = 1 + max((int(number) for number in re.findall(r"\d+", text)), default=0)
     try:
-        parse_kernel_spec(text, num_dims=width)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error).removeprefix(f"--kernel {text!r}: ")) from None
+        read_kernel_spec(text)  # the syntax only: its columns are checked once the data is loaded
+    except KernelSpecError as error:
+        raise argparse.ArgumentTypeError(error.detail) from None
     return text
 
 
@@ -378,11 +375,24 @@ def _optimize_hyperparameters(ctx: _RunContext, model: RegressionGP) -> tuple[fl
     try:
         return timed(lambda: fit_hyperparameters(model, args.fit_iters, args.lr, args.optimizer, on_step), ctx.device)
     except (NotPSDError, NanError) as err:
-        # A failed Cholesky deep inside GPyTorch is meaningless to a CLI user; name the options that usually help.
-        raise CLIError(
-            f"the hyperparameter fit failed ({type(err).__name__}); try --dtype float64, --optimizer adam or a "
-            "smaller --lr"
-        ) from None
+        raise _numerical_failure(ctx, "the hyperparameter fit", err, "--optimizer adam, a smaller --lr") from None
+
+
+def _numerical_failure(ctx: _RunContext, step: str, error: Exception, options: str = "") -> CLIError:
+    """The :class:`CLIError` of a failed Cholesky factorisation or NaN deep inside GPyTorch (meaningless to a CLI
+    user as it is), naming the options that usually help."""
+    return CLIError(
+        f"{step} failed ({type(error).__name__}) with --kernel {ctx.args.kernel} in {ctx.args.dtype}; try "
+        f"{_kernel_advice(ctx)}{', ' + options if options else ''}"
+    )
+
+
+def _kernel_advice(ctx: _RunContext) -> str:
+    """What to change when the kernel's values are too large or too ill-conditioned for the run's dtype."""
+    advice = "--dtype float64" if ctx.dtype != torch.float64 else ""
+    if "poly" in ctx.args.kernel:  # (x.x' + c)^P spans many orders of magnitude at high degree P
+        advice = f"{advice + ', ' if advice else ''}a lower degree P of polyP"
+    return advice or "another --kernel"
 
 
 def _check_fit_is_finite(hyper: Hyperparameters, final_loss: float) -> None:
@@ -411,11 +421,27 @@ def _condition_exact_reference(ctx: _RunContext, split: Split, hyper: Hyperparam
             kernel_matrix = model.covar_module(kernel_x).to_dense()
     except torch.cuda.OutOfMemoryError:
         raise CLIError(f"the exact GP on {num_train} rows does not fit in GPU memory; lower --max-train") from None
+    except (NotPSDError, NanError) as err:
+        raise _numerical_failure(ctx, f"conditioning the exact GP on {num_train} rows", err) from None
+    _check_reference(ctx, mean, var, kernel_matrix)
     result = MethodResult("exact")
     _score(result, mean, var, split, None, None)
     result.draws["fit_s"].append(fit_s)
     result.draws["predict_s"].append(predict_s)
     return _ExactReference(split, hyper, mean, var, kernel_x, kernel_matrix, result)
+
+
+def _check_reference(ctx: _RunContext, mean: torch.Tensor, var: torch.Tensor, kernel_matrix: torch.Tensor) -> None:
+    """Raises :class:`CLIError` unless the exact predictive is finite and the exact kernel matrix has a finite,
+    non-zero Frobenius norm in the run's dtype: every method is measured against them."""
+    norm = torch.linalg.matrix_norm(kernel_matrix)
+    if not (torch.isfinite(mean).all() and torch.isfinite(var).all() and torch.isfinite(norm) and norm > 0):
+        raise CLIError(
+            f"argument --kernel: the exact GP with --kernel {ctx.args.kernel} is not finite in {ctx.args.dtype} on "
+            f"this data (its {kernel_matrix.size(0)} x {kernel_matrix.size(0)} kernel matrix has Frobenius norm "
+            f"{norm.item():.3g}, largest entry {kernel_matrix.abs().max().item():.3g}), so no approximation can be "
+            f"measured against it; try {_kernel_advice(ctx)}"
+        )
 
 
 def _exact_base_kernel(kernel: str, num_dims: int, hyper: Hyperparameters):
@@ -453,7 +479,11 @@ def _evaluate_draw(ctx: _RunContext, reference: _ExactReference, result: MethodR
     approximation = APPROXIMATIONS[result.name]
     request = _approximation_request(ctx.args, reference, feature_seed)
     model, build_s = timed(lambda: _approximate_model(approximation, request, reference), ctx.device)
-    mean, var, condition_s, predict_s = _condition_and_predict(model, reference.split.test_x, ctx.device)
+    try:
+        mean, var, condition_s, predict_s = _condition_and_predict(model, reference.split.test_x, ctx.device)
+    except (NotPSDError, NanError) as err:
+        step = f"conditioning method {result.name} (--features {ctx.args.features})"
+        raise _numerical_failure(ctx, step, err) from None
     with torch.no_grad():
         error = relative_frobenius_error(model.covar_module(reference.kernel_x), reference.kernel_matrix)
     result.draws["frobenius"].append(error.item())

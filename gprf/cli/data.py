@@ -65,17 +65,64 @@ def _parse_float(token: str) -> float | None:
         return None
 
 
+def _numeric_column(name: str, cells: list[str], is_target: bool) -> np.ndarray | None:
+    """The float64 values of one CSV column, or ``None`` for a text input column (no numeric entry at all).
+
+    Raises :class:`CLIError` for a target with a text entry, an input column mixing numbers and text (one
+    mistyped entry must not silently drop the whole column), and a number beyond the float64 range (which
+    ``float`` would turn into an infinity, and the row into a dropped one).
+    """
+    values = [_parse_float(cell) for cell in cells]
+    text_rows = [row for row, value in enumerate(values) if value is None]
+    if is_target and text_rows:
+        row = text_rows[0]
+        raise CLIError(f"argument --target: column {name!r} is not numeric (line {row + 2}: {cells[row]!r})")
+    if len(text_rows) == len(values):
+        return None
+    if text_rows:
+        row = text_rows[0]
+        raise CLIError(
+            f"argument --data: column {name!r} mixes numbers and text (line {row + 2}: {cells[row]!r}); correct "
+            "the entry, or write NA for a missing value"
+        )
+    for row, value in enumerate(values):
+        if math.isinf(value) and cells[row].strip().lower().lstrip("+-") not in ("inf", "infinity"):
+            raise CLIError(
+                f"argument --data: column {name!r} line {row + 2}: {cells[row].strip()!r} is beyond the float64 "
+                f"range (magnitudes up to {np.finfo(np.float64).max:.4g})"
+            )
+    return np.asarray(values, dtype=np.float64)
+
+
+def drop_incomplete_rows(
+    x: np.ndarray, y: np.ndarray, input_names: tuple[str, ...], target_name: str
+) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """``x`` and ``y`` without the rows holding NaN or infinite values, and a note naming the columns they were in
+    (no note when every row is complete)."""
+    finite = np.isfinite(np.concatenate([x, y[:, None]], axis=-1))
+    complete = finite.all(-1)
+    if complete.all():
+        return x, y, ()
+    columns = [name for name, ok in zip((*input_names, target_name), finite.all(0), strict=True) if not ok]
+    note = f"dropped {int((~complete).sum())} row(s) with missing or infinite values (in {', '.join(columns)})"
+    return x[complete], y[complete], (note,)
+
+
 def load_csv(path: str | Path, target: str | None) -> Dataset:
     """A CSV file with a header row; ``target`` names the regression target column.
 
-    Every other numeric column is an input; columns with non-numeric entries are ignored (with a note),
-    and rows with missing values (empty, ``NA``, ``nan``, ``?``, ...) are dropped (with a note).
+    Every other numeric column is an input; text columns (no numeric entry) are ignored (with a note), and rows
+    with missing values (empty, ``NA``, ``nan``, ``?``, ...) or infinities are dropped (with a note naming the
+    columns). Duplicate column names, a column mixing numbers and text and numbers beyond the float64 range are
+    errors naming the column.
     """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8-sig")
     except OSError as err:
         raise CLIError(f"argument --data: cannot read {str(path)!r}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise CLIError(f"argument --data: {str(path)!r} is not UTF-8 text ({err.reason} at byte {err.start})") from None
     try:
         dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t")
     except csv.Error:
@@ -85,6 +132,12 @@ def load_csv(path: str | Path, target: str | None) -> Dataset:
         raise CLIError(f"argument --data: {str(path)!r} needs a header row and at least one data row")
     header = [name.strip() for name in rows[0]]
     body = rows[1:]
+    duplicates = list(dict.fromkeys(name for index, name in enumerate(header) if name in header[:index]))
+    if duplicates:
+        raise CLIError(
+            f"argument --data: the header of {str(path)!r} names column(s) {', '.join(map(repr, duplicates))} more "
+            "than once; give every column a distinct name"
+        )
     if target is None:
         raise CLIError(f"--data needs --target COLUMN; available columns: {', '.join(header)}")
     if target not in header:
@@ -101,30 +154,19 @@ def load_csv(path: str | Path, target: str | None) -> Dataset:
     columns: dict[str, np.ndarray] = {}
     ignored = []
     for j, name in enumerate(header):
-        values = [_parse_float(row[j]) for row in body]
-        bad = next((i for i, v in enumerate(values) if v is None), None)
-        if bad is not None:
-            if name == target:
-                raise CLIError(
-                    f"argument --target: column {target!r} is not numeric (line {bad + 2}: {body[bad][j]!r})"
-                )
+        values = _numeric_column(name, [row[j] for row in body], is_target=name == target)
+        if values is None:
             ignored.append(name)
-            continue
-        columns[name] = np.asarray(values, dtype=np.float64)
+        else:
+            columns[name] = values
     input_names = tuple(name for name in columns if name != target)
     if not input_names:
         raise CLIError(f"argument --data: {str(path)!r} has no numeric input columns besides the target {target!r}")
 
     x = np.stack([columns[name] for name in input_names], axis=-1)
-    y = columns[target]
-    notes = []
-    if ignored:
-        notes.append(f"ignored non-numeric column(s): {', '.join(ignored)}")
-    complete = np.isfinite(x).all(-1) & np.isfinite(y)
-    if not complete.all():
-        notes.append(f"dropped {int((~complete).sum())} row(s) with missing or infinite values")
-        x, y = x[complete], y[complete]
-    return Dataset(path.name, x, y, input_names, target, tuple(notes))
+    notes = (f"ignored non-numeric column(s): {', '.join(ignored)}",) if ignored else ()
+    x, y, dropped = drop_incomplete_rows(x, columns[target], input_names, target)
+    return Dataset(path.name, x, y, input_names, target, (*notes, *dropped))
 
 
 def load_dataset(data: str | None, target: str | None) -> Dataset:
@@ -152,6 +194,42 @@ class Split:
     y_std: float
 
 
+@dataclass(frozen=True)
+class Standardiser:
+    r"""Per-column :math:`(v - \mu) / \sigma` with the mean and (population) standard deviation of the rows it
+    was fitted on, all computed on :math:`v / s` with :math:`s = \max |v|` per column.
+
+    The squares of values near the float64 limit (:math:`|v| > 10^{154}`) overflow, which would make
+    :math:`\sigma` infinite and every standardised value zero; on :math:`v / s \in [-1, 1]` they cannot.
+    """
+
+    scale: np.ndarray
+    scaled_mean: np.ndarray
+    scaled_std: np.ndarray
+
+    @classmethod
+    def fit(cls, rows: np.ndarray, constant_scale: float = 0.0) -> Standardiser:
+        """The statistics of ``rows`` (n, d); a constant column gets the standard deviation ``constant_scale``."""
+        scale = np.abs(rows).max(0)
+        scale = np.where(scale > 0, scale, 1.0)
+        scaled = rows / scale
+        scaled_std = scaled.std(0)
+        scaled_std = np.where(scaled_std > 0, scaled_std, constant_scale / scale)
+        return cls(scale, scaled.mean(0), scaled_std)
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.scaled_mean * self.scale
+
+    @property
+    def std(self) -> np.ndarray:
+        return self.scaled_std * self.scale
+
+    def __call__(self, rows: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore"):  # a value beyond float64 becomes inf, which the caller reports
+            return (rows / self.scale - self.scaled_mean) / self.scaled_std
+
+
 def split_dataset(
     data: Dataset,
     test_fraction: float,
@@ -162,31 +240,44 @@ def split_dataset(
 ) -> Split:
     """Seeded random split, capped at ``max_train`` training rows, standardised by the training statistics.
 
-    Constant input columns keep a unit scale; a constant target is an error.
+    Constant input columns keep a unit scale; a constant target is an error, and so is a standardised value that
+    ``dtype`` cannot hold (a test value very far outside the training rows).
     """
     n = data.num_rows
     num_test = max(1, int(round(test_fraction * n)))
     if n - num_test < 2:
         raise CLIError(f"the data has {n} usable row(s); need at least 2 training rows and 1 test row")
+    if max_train is not None and max_train < 2:
+        raise CLIError(
+            f"argument --max-train: at least 2 training rows are needed (a mean and a spread), got {max_train}"
+        )
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).numpy()
     test_idx, train_idx = order[:num_test], order[num_test:]
     if max_train is not None:
         train_idx = train_idx[:max_train]
-    x_train, y_train = data.x[train_idx], data.y[train_idx]
-    x_mean, x_std = x_train.mean(0), x_train.std(0)
-    x_std = np.where(x_std > 0, x_std, 1.0)
-    y_mean, y_std = float(y_train.mean()), float(y_train.std())
-    if not y_std > 0:
+    x_scaler = Standardiser.fit(data.x[train_idx], constant_scale=1.0)
+    y_scaler = Standardiser.fit(data.y[train_idx, None])
+    if not y_scaler.std[0] > 0:
         raise CLIError(f"the target {data.target_name!r} is constant on the training rows; nothing to regress")
+    columns = (*data.input_names, data.target_name)
 
-    def to_tensor(array: np.ndarray) -> Tensor:
-        return torch.as_tensor(array, dtype=dtype, device=device)
+    def standardised(scaler: Standardiser, rows: np.ndarray, names: tuple[str, ...]) -> Tensor:
+        values = scaler(rows)
+        too_large = ~(np.abs(values) <= torch.finfo(dtype).max)
+        if too_large.any():
+            row, column = np.argwhere(too_large)[0]
+            raise CLIError(
+                f"column {names[column]!r}: the value {rows[row, column]:.4g} lies {values[row, column]:.4g} training "
+                f"standard deviations from the training mean, more than {str(dtype).removeprefix('torch.')} holds; "
+                "remove the row or use --dtype float64"
+            )
+        return torch.as_tensor(values, dtype=dtype, device=device)
 
     return Split(
-        train_x=to_tensor((x_train - x_mean) / x_std),
-        train_y=to_tensor((y_train - y_mean) / y_std),
-        test_x=to_tensor((data.x[test_idx] - x_mean) / x_std),
-        test_y=to_tensor((data.y[test_idx] - y_mean) / y_std),
-        y_mean=y_mean,
-        y_std=y_std,
+        train_x=standardised(x_scaler, data.x[train_idx], columns),
+        train_y=standardised(y_scaler, data.y[train_idx, None], columns[-1:])[:, 0],
+        test_x=standardised(x_scaler, data.x[test_idx], columns),
+        test_y=standardised(y_scaler, data.y[test_idx, None], columns[-1:])[:, 0],
+        y_mean=float(y_scaler.mean[0]),
+        y_std=float(y_scaler.std[0]),
     )

@@ -1,6 +1,6 @@
 r"""Composite kernel specs of ``--kernel``: a short text for a GPyTorch kernel expression.
 
-Grammar (``+`` binds looser than ``*``; parentheses group)::
+Grammar (``+`` binds looser than ``*``; parentheses group, at most :data:`MAX_NESTING` deep)::
 
     expression := term ("+" term)*
     term       := factor ("*" factor)*
@@ -16,11 +16,15 @@ expression has several terms, each term gets its own ``ScaleKernel`` (its amplit
 
 Example: ``"rbf[0:3]*matern52[3:6]+linear"`` is
 ``ScaleKernel(RBF(cols 0-2) * Matern52(cols 3-5)) + ScaleKernel(Linear(all cols))``.
+
+The text is first read into a small syntax tree (:func:`read_kernel_spec`), which is then built into kernels for
+the data's number of columns (:func:`build_kernel`).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from gpytorch.kernels import (
     AdditiveKernel,
@@ -37,6 +41,66 @@ from gpytorch.kernels import (
 _STATIONARY = {"rbf": None, "matern12": 0.5, "matern32": 1.5, "matern52": 2.5}
 _BASES = (*_STATIONARY, "linear", "polyP (P = 1, 2, ...)", "additive(k)")
 _TOKEN = re.compile(r"\s*(?:(?P<name>[a-z][a-z0-9]*)|(?P<int>\d+)|(?P<op>[-+*()\[\]:,]))")
+#: Deepest nesting of parentheses a spec may have (deeper ones are refused, not recursed into).
+MAX_NESTING = 32
+#: Most digits of a column number or polynomial degree (larger numbers are refused before conversion).
+_MAX_DIGITS = 9
+
+
+class KernelSpecError(ValueError):
+    """A malformed ``--kernel`` spec: the message names the position and what was expected there.
+
+    ``detail`` is the message without its ``--kernel '<spec>':`` prefix (for argparse, which names the option).
+    """
+
+    def __init__(self, text: str, detail: str) -> None:
+        super().__init__(f"--kernel {_shorten(text)!r}: {detail}")
+        self.detail = detail
+
+
+def _shorten(text: str, keep_end: bool = False, width: int = 40) -> str:
+    """``text`` cut to its first (or last) ``width`` characters, so an error about a long spec stays readable."""
+    if len(text) <= width:
+        return text
+    return "..." + text[-width:] if keep_end else text[:width] + "..."
+
+
+#: Columns of a base kernel: a half-open ``range`` (``[a:b]``), a tuple of indices (``[i, j]``) or ``None`` (all).
+Columns = range | tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
+class Base:
+    """A base kernel (``rbf``, ``matern12/32/52``, ``linear`` or ``poly`` with its ``degree``) on ``columns``."""
+
+    name: str
+    columns: Columns = None
+    degree: int | None = None
+
+
+@dataclass(frozen=True)
+class Additive:
+    """``additive(base)``: a sum of one-dimensional stationary ``base`` kernels over ``columns``."""
+
+    base: str
+    columns: Columns = None
+
+
+@dataclass(frozen=True)
+class Sum:
+    """A sum of at least two terms, each with its own amplitude."""
+
+    terms: tuple[Spec, ...]
+
+
+@dataclass(frozen=True)
+class Product:
+    """A product of at least two factors."""
+
+    factors: tuple[Spec, ...]
+
+
+Spec = Base | Additive | Sum | Product
 
 
 def is_composite_spec(text: str) -> bool:
@@ -44,20 +108,54 @@ def is_composite_spec(text: str) -> bool:
     return any(char in text for char in "+*[(") or text == "linear" or text.startswith("poly")
 
 
+def read_kernel_spec(text: str, num_dims: int | None = None) -> Spec:
+    """The syntax tree of ``text``; columns are checked against ``0 .. num_dims - 1`` unless ``num_dims`` is None.
+
+    Raises :class:`KernelSpecError` naming the position and what was expected for malformed text, unknown
+    kernels, columns outside the data and parentheses nested deeper than :data:`MAX_NESTING`.
+    """
+    parser = _Parser(text, num_dims)
+    spec = parser.expression(depth=0)
+    parser.expect_end()
+    return spec
+
+
 def parse_kernel_spec(text: str, num_dims: int) -> Kernel:
     """The GPyTorch kernel expression of ``text`` for inputs with ``num_dims`` columns (module docstring).
 
-    Raises ``ValueError`` naming the position and what was expected for malformed text, unknown kernels and
-    columns outside ``0 .. num_dims - 1``.
+    Raises :class:`KernelSpecError` (a ``ValueError``) as :func:`read_kernel_spec` does.
     """
-    parser = _Parser(text, num_dims)
-    kernel = parser.expression()
-    parser.expect_end()
-    return kernel
+    return build_kernel(read_kernel_spec(text, num_dims), num_dims)
+
+
+def build_kernel(spec: Spec, num_dims: int) -> Kernel:
+    """The GPyTorch kernels of a syntax tree whose columns lie in ``0 .. num_dims - 1``."""
+    if isinstance(spec, Sum):
+        return AdditiveKernel(*(ScaleKernel(build_kernel(term, num_dims)) for term in spec.terms))
+    if isinstance(spec, Product):
+        return ProductKernel(*(build_kernel(factor, num_dims) for factor in spec.factors))
+    columns = list(spec.columns) if spec.columns is not None else list(range(num_dims))
+    if isinstance(spec, Additive):
+        return AdditiveStructureKernel(_stationary(spec.base, None), num_dims=len(columns), active_dims=columns)
+    if spec.name in _STATIONARY:
+        return _stationary(spec.name, columns)
+    if spec.name == "linear":
+        return LinearKernel(active_dims=columns)
+    return PolynomialKernel(power=spec.degree, active_dims=columns)
+
+
+def _stationary(name: str, columns: list[int] | None) -> Kernel:
+    """An RBF or Matérn kernel on ``columns`` with one lengthscale each (None: every column, one lengthscale)."""
+    ard = len(columns) if columns is not None else None
+    if _STATIONARY[name] is None:
+        return RBFKernel(ard_num_dims=ard, active_dims=columns)
+    return MaternKernel(nu=_STATIONARY[name], ard_num_dims=ard, active_dims=columns)
 
 
 class _Parser:
-    def __init__(self, text: str, num_dims: int) -> None:
+    """Recursive descent over the tokens of one spec; the nesting limit bounds the recursion."""
+
+    def __init__(self, text: str, num_dims: int | None) -> None:
         self.text, self.num_dims = text, num_dims
         self.tokens: list[tuple[str, str, int]] = []
         position = 0
@@ -70,10 +168,12 @@ class _Parser:
             position = match.end()
         self.index = 0
 
-    def error(self, position: int, expected: str) -> ValueError:
-        return ValueError(
-            f"--kernel {self.text!r}: expected {expected} at position {position} "
-            f"({self.text[:position]!r} <here> {self.text[position:]!r}); e.g. 'rbf[0:3]*matern52[3:6]+linear'."
+    def error(self, position: int, expected: str) -> KernelSpecError:
+        before, after = _shorten(self.text[:position], keep_end=True), _shorten(self.text[position:])
+        return KernelSpecError(
+            self.text,
+            f"expected {expected} at position {position} ({before!r} <here> {after!r}); "
+            "e.g. 'rbf[0:3]*matern52[3:6]+linear'.",
         )
 
     def peek(self) -> tuple[str, str, int] | None:
@@ -96,26 +196,26 @@ class _Parser:
         if token is not None:
             raise self.error(token[2], "'+', '*' or the end")
 
-    def expression(self) -> Kernel:
-        terms = [self.term()]
+    def expression(self, depth: int) -> Spec:
+        terms = [self.term(depth)]
         while self.at("+"):
             self.take("+")
-            terms.append(self.term())
-        if len(terms) == 1:
-            return terms[0]
-        return AdditiveKernel(*(ScaleKernel(term) for term in terms))
+            terms.append(self.term(depth))
+        return terms[0] if len(terms) == 1 else Sum(tuple(terms))
 
-    def term(self) -> Kernel:
-        factors = [self.factor()]
+    def term(self, depth: int) -> Spec:
+        factors = [self.factor(depth)]
         while self.at("*"):
             self.take("*")
-            factors.append(self.factor())
-        return factors[0] if len(factors) == 1 else ProductKernel(*factors)
+            factors.append(self.factor(depth))
+        return factors[0] if len(factors) == 1 else Product(tuple(factors))
 
-    def factor(self) -> Kernel:
+    def factor(self, depth: int) -> Spec:
         if self.at("("):
-            self.take("(")
-            inner = self.expression()
+            _, _, position = self.take("(")
+            if depth == MAX_NESTING:
+                raise self.error(position, f"a kernel name: parentheses nest at most {MAX_NESTING} deep")
+            inner = self.expression(depth + 1)
             self.take(")")
             return inner
         _, name, position = self.take(kind="name")
@@ -125,45 +225,47 @@ class _Parser:
             if base not in _STATIONARY:
                 raise self.error(base_position, f"a stationary kernel inside additive(...) ({', '.join(_STATIONARY)})")
             self.take(")")
-            dims = self.dims()
-            return AdditiveStructureKernel(self.stationary(base, None), num_dims=len(dims), active_dims=dims)
-        dims = self.dims()
-        if name in _STATIONARY:
-            return self.stationary(name, dims)
-        if name == "linear":
-            return LinearKernel(active_dims=dims)
-        power = re.fullmatch(r"poly(\d+)", name)
-        if power is not None and int(power.group(1)) >= 1:
-            return PolynomialKernel(power=int(power.group(1)), active_dims=dims)
-        raise self.error(position, f"a kernel name ({', '.join(_BASES)}), not {name!r}")
+            return Additive(base, self.dims())
+        if name in _STATIONARY or name == "linear":
+            return Base(name, self.dims())
+        degree = re.fullmatch(rf"poly(\d{{1,{_MAX_DIGITS}}})", name)
+        if degree is not None and int(degree.group(1)) >= 1:
+            return Base("poly", self.dims(), int(degree.group(1)))
+        raise self.error(position, f"a kernel name ({', '.join(_BASES)}), not {_shorten(name)!r}")
 
-    def stationary(self, name: str, dims: list[int] | None) -> Kernel:
-        ard = len(dims) if dims is not None else None
-        if _STATIONARY[name] is None:
-            return RBFKernel(ard_num_dims=ard, active_dims=dims)
-        return MaternKernel(nu=_STATIONARY[name], ard_num_dims=ard, active_dims=dims)
-
-    def dims(self) -> list[int]:
+    def dims(self) -> Columns:
         if not self.at("["):
-            return list(range(self.num_dims))
+            return None
         self.take("[")
         first = self.column()
         if self.at(":"):
             self.take(":")
-            _, end, position = self.take(kind="int")
-            if not first < int(end) <= self.num_dims:
-                raise self.error(position, f"an end column in {first + 1} .. {self.num_dims}")
-            columns = list(range(first, int(end)))
+            expected = f"an end column in {first + 1} .. {self.num_dims if self.num_dims is not None else 'd'}"
+            end = self.integer(expected)
+            if not first < end <= (self.num_dims if self.num_dims is not None else end):
+                raise self.error(self.tokens[self.index - 1][2], expected)
+            columns: Columns = range(first, end)
         else:
-            columns = [first]
+            indices = [first]
             while self.at(","):
                 self.take(",")
-                columns.append(self.column())
+                indices.append(self.column())
+            columns = tuple(indices)
         self.take("]")
         return columns
 
     def column(self) -> int:
-        _, value, position = self.take(kind="int")
-        if int(value) >= self.num_dims:
-            raise self.error(position, f"a column in 0 .. {self.num_dims - 1} (the data has {self.num_dims} columns)")
-        return int(value)
+        if self.num_dims is None:
+            return self.integer(f"a column number of at most {_MAX_DIGITS} digits")
+        expected = f"a column in 0 .. {self.num_dims - 1} (the data has {self.num_dims} columns)"
+        value = self.integer(expected)
+        if value >= self.num_dims:
+            raise self.error(self.tokens[self.index - 1][2], expected)
+        return value
+
+    def integer(self, expected: str) -> int:
+        """The next token as an int, refused (as ``expected``) when it is no number or too long to be a column."""
+        token = self.peek()
+        if token is not None and token[0] == "int" and len(token[1]) > _MAX_DIGITS:
+            raise self.error(token[2], expected)
+        return int(self.take(kind="int")[1])

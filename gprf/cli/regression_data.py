@@ -5,7 +5,8 @@ default, subsampled and split into standardised training and test tensors.
   as a predefined split mask) are ignored, since the benchmark draws its own split of its subsample;
 * ``<name>.csv``: a header row, the target in the last column, read by :func:`gprf.cli.data.load_csv`.
 
-Rows with missing or infinite values are dropped, with a note in the report.
+Rows with missing or infinite values are dropped, with a note in the report naming their columns; complex or
+text arrays, ``x`` without columns and unreadable archives are refused with an error naming the array.
 """
 
 from __future__ import annotations
@@ -13,12 +14,22 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from gprf.cli.data import BUILTIN_DATASETS, DEFAULT_DATASET, Dataset, Split, load_csv, split_dataset
+from gprf.cli.data import (
+    BUILTIN_DATASETS,
+    DEFAULT_DATASET,
+    Dataset,
+    Split,
+    drop_incomplete_rows,
+    load_csv,
+    split_dataset,
+)
 from gprf.cli.options import CLIError
 
 #: File types a data folder may hold, in order of preference when a name has both.
@@ -42,15 +53,40 @@ def dataset_files(data_dir: str | Path) -> dict[str, Path]:
     return dict(sorted(files.items()))
 
 
+def _read_npz(path: Path, keys: tuple[str, ...]) -> tuple[list[str], dict[str, np.ndarray]]:
+    """The names of every array in the archive at ``path`` and the arrays among ``keys`` that it holds."""
+    try:
+        archive = np.load(path, allow_pickle=False)
+        if isinstance(archive, np.lib.npyio.NpzFile):
+            with archive:
+                return archive.files, {key: archive[key] for key in keys if key in archive.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:  # unreadable, truncated, corrupt
+        raise CLIError(f"argument --data-dir: cannot read {path.name} as an .npz file: {err}") from None
+    raise CLIError(
+        f"argument --data-dir: {path.name} holds one .npy array, not an .npz archive of x and y (numpy.savez)"
+    )
+
+
+def _real_values(array: np.ndarray, key: str, path: Path) -> np.ndarray:
+    """``array`` as float64; complex, text and other non-real arrays are refused (a cast would drop the imaginary
+    part, or fail with numpy's message), and so are values beyond the float64 range (a cast makes them infinite)."""
+    if array.dtype.kind not in "biuf":
+        fix = "store real and imaginary parts as separate columns" if array.dtype.kind == "c" else "convert it"
+        raise CLIError(
+            f"argument --data-dir: {path.name}: array {key!r} has dtype {array.dtype}, not real numbers; {fix}"
+        )
+    with np.errstate(over="ignore"):
+        values = array.astype(np.float64)
+    if (np.isinf(values) & np.isfinite(array)).any():
+        raise CLIError(f"argument --data-dir: {path.name}: array {key!r} holds values beyond the float64 range")
+    return values
+
+
 def load_npz(path: str | Path) -> Dataset:
     """Arrays ``x`` (n, d) and ``y`` (n,) of an ``.npz`` file, rows with non-finite values dropped."""
     path = Path(path)
-    try:
-        with np.load(path, allow_pickle=False) as arrays:
-            names = arrays.files
-            x, y = (np.asarray(arrays[key], dtype=np.float64) if key in names else None for key in ("x", "y"))
-    except (OSError, ValueError) as err:
-        raise CLIError(f"argument --data-dir: cannot read {path.name} as an .npz file: {err}") from None
+    names, arrays = _read_npz(path, ("x", "y"))
+    x, y = (_real_values(arrays[key], key, path) if key in arrays else None for key in ("x", "y"))
     if x is None or y is None:
         missing = ", ".join(key for key, array in (("x", x), ("y", y)) if array is None)
         raise CLIError(
@@ -66,10 +102,11 @@ def load_npz(path: str | Path) -> Dataset:
             f"argument --data-dir: {path.name} has x of shape {x.shape} and y of shape {y.shape}; "
             "it needs x of shape (n, d) and y of shape (n,)"
         )
-    complete = np.isfinite(x).all(-1) & np.isfinite(y)
-    notes = () if complete.all() else (f"dropped {int((~complete).sum())} row(s) with missing or infinite values",)
+    if x.shape[1] == 0:
+        raise CLIError(f"argument --data-dir: {path.name} has x of shape {x.shape}: no input columns (it needs d >= 1)")
     names = tuple(f"x{j}" for j in range(x.shape[1]))
-    return Dataset(path.stem, x[complete], y[complete], names, "y", notes)
+    x, y, notes = drop_incomplete_rows(x, y, names, "y")
+    return Dataset(path.stem, x, y, names, "y", notes)
 
 
 def _last_column(path: Path) -> str:
@@ -79,6 +116,10 @@ def _last_column(path: Path) -> str:
             head = handle.read(4096)
     except OSError as err:
         raise CLIError(f"argument --data-dir: cannot read {path.name}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise CLIError(
+            f"argument --data-dir: {path.name} is not UTF-8 text ({err.reason} at byte {err.start})"
+        ) from None
     try:
         dialect = csv.Sniffer().sniff(head, delimiters=",;\t")
     except csv.Error:
@@ -94,8 +135,9 @@ def load_table(path: str | Path) -> Dataset:
     path = Path(path)
     if path.suffix == ".npz":
         return load_npz(path)
+    target = _last_column(path)  # its errors already name --data-dir and the file
     try:
-        data = load_csv(path, _last_column(path))
+        data = load_csv(path, target)
     except CLIError as err:  # load_csv speaks of --data/--target; here the file comes from --data-dir
         message = str(err).removeprefix("argument --data: ").removeprefix("argument --target: ")
         raise CLIError(f"argument --data-dir: {path.name}: {message}") from None

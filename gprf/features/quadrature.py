@@ -27,6 +27,7 @@ from scipy import stats
 from torch import Tensor
 
 from gprf._checks import check_choice, check_positive_int
+from gprf.exceptions import InfiniteVarianceWarning
 from gprf.features.base import FeatureMap
 from gprf.ops import haar_orthogonal, next_power_of_two, pad_to_power_of_two
 from gprf.ops.butterfly import butterfly_apply, random_butterfly
@@ -155,7 +156,7 @@ class QuadratureFeatures(FeatureMap):
                 f"QuadratureFeatures(kernel={kernel!r}) in dimension {self.rule_dim} <= 2 has infinite variance: the "
                 "node weights d/((d+1) rho^2) with rho ~ chi_{d+2} have E[rho^-4] = inf for d <= 2. Use "
                 "RandomFourierFeatures(sampler='orthogonal') (RBF) for such low dimensions.",
-                UserWarning,
+                InfiniteVarianceWarning,
                 stacklevel=2,
             )
         self._register_draws()

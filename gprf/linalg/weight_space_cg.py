@@ -47,9 +47,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from linear_operator.utils.warnings import NumericalWarning
 from torch import Tensor
 
+from gprf.exceptions import ConjugateGradientWarning
 from gprf.linalg.capacitance import nonfinite_rows, raise_for_nonfinite_rows, weighted_sums
 from gprf.linalg.feature_root import FeatureRoot
 from gprf.linalg.nystrom_preconditioner import NystromPreconditioner
@@ -268,7 +268,8 @@ def cg_inv_quad_logdet(
         projection: :math:`P` ``(*batch, F, k)``, differentiable, or ``None`` for the log-determinant only.
         logdet: Whether to estimate :math:`\log\det C` (by ``num_probes`` probes).
         tolerance: Relative residual :math:`\lVert b - Cx\rVert/\lVert b\rVert` at which a column stops.
-        max_iterations: Iteration limit; a solve that stops there warns with ``NumericalWarning``.
+        max_iterations: Iteration limit; a solve that stops there warns with
+            :class:`~gprf.exceptions.ConjugateGradientWarning`.
         num_probes: Rademacher probes :math:`T` of the log-determinant and its gradient (standard error
             :math:`\propto T^{-1/2}`).
         preconditioner_rank: Rank of the Nyström preconditioner (0: none).
@@ -314,7 +315,7 @@ def cg_inv_quad_logdet(
             f"Conjugate gradients stopped at max_iterations={max_iterations} above the relative residual "
             f"{tolerance:g}; raise max_iterations or preconditioner_rank, or use the Cholesky solver "
             "(gprf.settings.weight_space_solver('cholesky')).",
-            NumericalWarning,
+            ConjugateGradientWarning,
             stacklevel=2,
         )
     return CGTerms(

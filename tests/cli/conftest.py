@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from gprf.cli import main
 
@@ -53,3 +54,17 @@ def run_json(tmp_path, capsys, *extra: str) -> tuple[str, dict]:
     out = tmp_path / "bench.json"
     assert main([*TINY_SUB_BENCH, *extra, "--json", str(out)]) == 0
     return capsys.readouterr().out, json.loads(out.read_text())
+
+
+def cli_error(capsys, argv: list[str]) -> str:
+    """The message of the argparse error that ``main(argv)`` exits with: status 2, no traceback, and the message on
+    the one ``<prog>: error:`` line that ends stderr."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    last = err.rstrip("\n").splitlines()[-1]
+    prog = f"python -m gprf {argv[0]}: error: "
+    assert last.startswith(prog), err
+    return last.removeprefix(prog)

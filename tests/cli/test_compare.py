@@ -15,7 +15,7 @@ from gprf.cli.approximations import APPROXIMATIONS, Approximation, methods_for_k
 from gprf.cli.compare import parse_methods
 from gprf.cli.options import CLIError
 from gprf.kernels import RandomFourierKernel
-from tests.cli.conftest import TINY_COMPARE, table_rows, write_csv
+from tests.cli.conftest import TINY_COMPARE, cli_error, table_rows, write_csv
 
 
 def test_compare_reports_every_method_with_finite_numbers(capsys, tmp_path):
@@ -115,6 +115,21 @@ def test_compare_bad_arguments_give_argparse_errors(capsys, args, message):
     err = capsys.readouterr().err
     assert "python -m gprf compare: error:" in err
     assert message in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # (x.x' + c)^16 on the standardised diabetes inputs reaches 1e23: its Frobenius norm overflows float32
+        (["--kernel", "poly16", "--dtype", "float32"], "argument --kernel: the exact GP with --kernel poly16 is not "
+         "finite in float32 on this data (its 120 x 120 kernel matrix has Frobenius norm inf"),
+        (["--kernel", "poly99", "--dtype", "float32"], "the hyperparameter fit failed (NotPSDError) with --kernel "
+         "poly99 in float32; try --dtype float64, a lower degree P of polyP, --optimizer adam, a smaller --lr"),
+    ],
+)  # fmt: skip
+def test_compare_kernels_whose_values_the_dtype_cannot_hold_are_clear_errors(capsys, args, message):
+    """Instead of NaN errors in the table or a NotPSDError traceback, the run stops naming --kernel and the fix."""
+    assert message in cli_error(capsys, [*TINY_COMPARE, "--methods", "rff", *args])
 
 
 def test_compare_composite_specs_are_approximated_part_by_part(capsys, tmp_path):

@@ -1,16 +1,18 @@
-"""``python -m gprf`` (gprf.cli.main and gprf/__main__.py): the entry point, its help, the missing command, and both
-commands on each device."""
+"""``python -m gprf`` (gprf.cli.main and gprf/__main__.py): the entry point, its help, the missing command, both
+commands on each device, and bad inputs to either command, each a one-line argparse error with exit status 2."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from gprf import __version__
 from gprf.cli import build_parser, main
-from tests.cli.conftest import TINY_BENCH, TINY_COMPARE
+from gprf.cli.kernel_spec import MAX_NESTING
+from tests.cli.conftest import TINY_BENCH, TINY_COMPARE, cli_error
 
 
 def test_python_dash_m_gprf_help():
@@ -40,3 +42,65 @@ def test_parser_knows_both_commands_and_the_version(capsys):
     assert exit_info.value.code == 0
     assert __version__ in capsys.readouterr().out
     assert parser.parse_args(["compare"]).command == "compare" and parser.parse_args(["bench"]).command == "bench"
+
+
+def _csv(header: str, row: str = "{a},{b},{y}", num_rows: int = 30) -> str:
+    """A CSV of ``header`` and ``num_rows`` rows of distinct numbers (``row`` formats ``a``, ``b`` and ``y``)."""
+    rows = [row.format(a=i, b=(7 * i) % 30, y=(i * i) % 11) for i in range(num_rows)]
+    return "\n".join([header, *rows]) + "\n"
+
+
+def _write_npz(path, **arrays) -> None:
+    np.savez(path, **arrays)
+
+
+def _truncated_npz(path) -> None:
+    _write_npz(path, x=np.ones((30, 2)), y=np.arange(30.0))
+    path.write_bytes(path.read_bytes()[:-40])
+
+
+NESTED = "(" * 5000 + "rbf" + ")" * 5000
+# Bad input files for compare (CSV) and bench --what regression (a folder holding one .npz), and the error fragment.
+BAD_FILES = [
+    ("d.csv", lambda path: path.write_text(_csv("a,a,y")), "names column(s) 'a' more than once"),
+    ("d.csv", lambda path: path.write_text(_csv("a,b,y") + "x,1,2\n"), "column 'a' mixes numbers and text (line 32"),
+    ("d.csv", lambda path: path.write_text(_csv("a,b,y") + "1e400,1,2\n"), "column 'a' line 32: '1e400' is beyond"),
+    ("d.csv", lambda path: path.write_bytes(b"a,b,y\n\xff\xfe,1,2\n"), "is not UTF-8 text"),
+    ("d.npz", lambda path: _write_npz(path, x=np.ones((30, 2)) + 1j, y=np.arange(30.0)), "array 'x' has dtype complex"),
+    ("d.npz", lambda path: _write_npz(path, x=np.ones((30, 2)), y=np.array(["a"] * 30)), "array 'y' has dtype <U1"),
+    ("d.npz", lambda path: _write_npz(path, x=np.ones((30, 0)), y=np.arange(30.0)), "shape (30, 0): no input columns"),
+    ("d.npz", _truncated_npz, "cannot read d.npz as an .npz file"),
+    ("d.npz", lambda path: path.write_bytes(b""), "cannot read d.npz as an .npz file"),
+]
+
+
+@pytest.mark.parametrize(("name", "write", "message"), BAD_FILES)
+def test_bad_data_files_are_one_line_errors(tmp_path, capsys, name, write, message):
+    write(tmp_path / name)
+    if name.endswith(".csv"):
+        argv = ["compare", "--data", str(tmp_path / name), "--target", "y", "--quiet"]
+    else:
+        argv = ["bench", "--what", "regression", "--data-dir", str(tmp_path), "--quiet"]
+    assert message in cli_error(capsys, argv)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-train", "1"], "argument --max-train: at least 2 training rows are needed"),
+        (["--kernel", NESTED], f"argument --kernel: expected a kernel name: parentheses nest at most {MAX_NESTING}"),
+        (["--kernel", "rbf[" + "9" * 5000 + "]"], "expected a column number of at most 9 digits at position 4"),
+        (["--kernel", "poly" + "9" * 5000], f"not 'poly{'9' * 36}...' at position 0"),
+        (["--kernel", "rbf+rbf[0:123456789]"], "an end column in 1 .. 10 at position 10"),
+    ],
+)
+def test_bad_compare_options_are_one_line_errors(capsys, args, message):
+    message_line = cli_error(capsys, [*TINY_COMPARE, *args])
+    assert message in message_line and len(message_line) < 400
+
+
+def test_a_polynomial_degree_the_dtype_cannot_factor_is_a_clear_error(capsys):
+    """poly99 on standardised inputs spans about 100 orders of magnitude: the run stops with an error that names
+    --kernel and the fix instead of a NotPSDError traceback."""
+    message = cli_error(capsys, [*TINY_COMPARE, "--methods", "rff", "--kernel", "poly99"])
+    assert "failed (NotPSDError) with --kernel poly99 in float64; try a lower degree P of polyP" in message

@@ -1,14 +1,25 @@
 """gprf.cli.regression_data: the data folder (.npz and .csv, target last), the bundled default, the seeded
-subsample and the standardised 90/10 split, and the errors for a missing folder, unknown names and bad files."""
+subsample and the standardised 90/10 split, and the errors for a missing folder, unknown names and bad files
+(complex, text, corrupt, truncated or column-less arrays are refused, never cast or cut)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from gprf.cli.options import CLIError
-from gprf.cli.regression_data import dataset_files, load_datasets, load_npz, regression_split, subsample
+from gprf.cli.regression_data import (
+    dataset_files,
+    load_datasets,
+    load_npz,
+    load_table,
+    regression_split,
+    subsample,
+)
 
 CPU = torch.device("cpu")
 
@@ -46,7 +57,7 @@ def test_npz_rows_with_missing_values_are_dropped_with_a_note(tmp_path):
     x[3, 1], y[7] = np.nan, np.inf
     np.savez(tmp_path / "d.npz", x=x, y=y)
     data = load_npz(tmp_path / "d.npz")
-    assert data.num_rows == 48 and data.notes == ("dropped 2 row(s) with missing or infinite values",)
+    assert data.num_rows == 48 and data.notes == ("dropped 2 row(s) with missing or infinite values (in x1, y)",)
 
 
 def test_without_a_folder_the_bundled_dataset():
@@ -87,6 +98,100 @@ def test_npz_without_matching_x_and_y_is_a_clear_error(tmp_path, arrays, message
         load_npz(tmp_path / "d.npz")
     assert str(err.value).startswith("argument --data-dir: d.npz ") and message in str(err.value)
     assert "it needs x of shape (n, d)" in str(err.value) and "cannot read" not in str(err.value)
+
+
+def _flip_bytes(path, start: int, stop: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[start:stop] = bytes(value ^ 0xFF for value in data[start:stop])
+    path.write_bytes(bytes(data))
+
+
+LONG_DOUBLE_IS_WIDER = np.finfo(np.longdouble).max > np.finfo(np.float64).max
+
+
+@pytest.mark.parametrize(
+    ("write", "message"),
+    [
+        (lambda p: np.savez(p, x=np.ones((5, 2)) * (1 + 1j), y=np.zeros(5)), "array 'x' has dtype complex128, not real "
+         "numbers; store real and imaginary parts as separate columns"),
+        (lambda p: np.savez(p, x=np.ones((5, 2)), y=np.zeros(5, np.complex64)), "array 'y' has dtype complex64"),
+        (lambda p: np.savez(p, x=np.array([["a", "b"]] * 5), y=np.zeros(5)),
+         "array 'x' has dtype <U1, not real numbers"),
+        (lambda p: np.savez(p, x=np.zeros((5, 2), "datetime64[s]"), y=np.zeros(5)), "has dtype datetime64[s]"),
+        (lambda p: np.savez(p, x=np.zeros((5, 0)), y=np.zeros(5)), "has x of shape (5, 0): no input columns"),
+        pytest.param(lambda p: np.savez(p, x=np.full((5, 2), np.longdouble("1e400")), y=np.zeros(5)),
+                     "array 'x' holds values beyond the float64 range",
+                     marks=pytest.mark.skipif(not LONG_DOUBLE_IS_WIDER, reason="long double is float64 here")),
+        (lambda p: np.savez(p, x=np.array([None] * 5), y=np.zeros(5)),
+         "cannot read d.npz as an .npz file: Object arrays"),
+        (lambda p: (np.savez(p, x=np.ones((5, 2)), y=np.zeros(5)), p.write_bytes(p.read_bytes()[:100])),
+         "cannot read d.npz as an .npz file: File is not a zip file"),
+        (lambda p: (np.savez(p, x=np.ones((50, 2)), y=np.zeros(50)), _flip_bytes(p, 200, 240)),
+         "cannot read d.npz as an .npz file: Bad CRC-32 for file 'x.npy'"),
+        (lambda p: (np.savez_compressed(p, x=np.ones((50, 2)), y=np.zeros(50)), _flip_bytes(p, 60, 90)),
+         "cannot read d.npz as an .npz file: Error -3 while decompressing data"),
+        (lambda p: p.write_bytes(b""), "cannot read d.npz as an .npz file: No data left in file"),
+        (lambda p: (np.save(p.with_suffix(".npy"), np.ones(3)), p.with_suffix(".npy").rename(p)),
+         "d.npz holds one .npy array, not an .npz archive of x and y"),
+    ],
+)  # fmt: skip
+def test_npz_files_that_are_not_real_tables_are_clear_errors(tmp_path, write, message):
+    path = tmp_path / "d.npz"
+    write(path)
+    with pytest.raises(CLIError) as err:
+        load_npz(path)
+    assert str(err.value).startswith("argument --data-dir: ") and message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"a,b,y\n\xe9,1,2\n", "argument --data-dir: t.csv is not UTF-8 text (invalid continuation byte at byte 6)"),
+        (b"a,a,y\n1,2,3\n", "argument --data-dir: t.csv: the header of '{path}' names column(s) 'a' more than once"),
+        (b"a,b,y\n1,2,3\n4,x,6\n", "argument --data-dir: t.csv: column 'b' mixes numbers and text (line 3: 'x')"),
+    ],
+)
+def test_csv_files_of_the_folder_are_refused_naming_the_file_once(tmp_path, content, message):
+    path = tmp_path / "t.csv"
+    path.write_bytes(content)
+    with pytest.raises(CLIError) as err:
+        load_table(path)
+    assert str(err.value).startswith(message.format(path=path))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    x=hnp.arrays(
+        st.sampled_from([np.float64, np.float32, np.float16, np.int64, np.uint8, np.bool_]),
+        hnp.array_shapes(min_dims=2, max_dims=2, min_side=1, max_side=6),
+        elements={"allow_nan": False, "allow_infinity": False},
+    ),
+    data=st.data(),
+)
+def test_any_real_npz_table_loads_back_exactly(tmp_path_factory, x, data):
+    y = data.draw(hnp.arrays(np.float64, x.shape[0], elements={"allow_nan": False, "allow_infinity": False}))
+    path = tmp_path_factory.mktemp("npz") / "t.npz"
+    np.savez(path, x=x, y=y, split=np.arange(3))
+    loaded = load_npz(path)
+    assert (
+        loaded.x.dtype == np.float64
+        and loaded.notes == ()
+        and loaded.input_names == tuple(f"x{j}" for j in range(x.shape[1]))
+    )
+    np.testing.assert_array_equal(loaded.x, x.astype(np.float64))
+    np.testing.assert_array_equal(loaded.y, y)
+
+
+@settings(max_examples=40, deadline=None)
+@given(x=hnp.arrays(np.float64, (6, 3)), y=hnp.arrays(np.float64, 6))
+def test_npz_rows_with_any_non_finite_value_are_dropped_and_the_rest_kept(tmp_path_factory, x, y):
+    path = tmp_path_factory.mktemp("npz") / "t.npz"
+    np.savez(path, x=x, y=y)
+    loaded = load_npz(path)
+    complete = np.isfinite(x).all(-1) & np.isfinite(y)
+    np.testing.assert_array_equal(loaded.x, x[complete])
+    np.testing.assert_array_equal(loaded.y, y[complete])
+    assert len(loaded.notes) == int(not complete.all())
 
 
 def test_subsample_is_seeded_distinct_rows_in_order():
