@@ -32,6 +32,7 @@ import torch
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.models import ExactGP
 
+from gprf._checks import check_training_inputs
 from gprf.fitting.scale_fit import fit_scale_hyperparameters, supports_exact_scale_fit
 from gprf.kernels.feature_map_owner import FeatureMapOwner
 from gprf.kernels.feature_product_kernel import FeatureProductKernel
@@ -169,6 +170,7 @@ def _check_mll(mll: object) -> ExactGP:
         )
     if mll.model.train_inputs is None:
         raise ValueError("fit_mll: the model has no training data (model.set_train_data first).")
+    check_training_inputs(mll.model.train_inputs)
     return mll.model
 
 
