@@ -11,8 +11,9 @@ from torch import Tensor
 
 from gprf._checks import check_choice
 from gprf.features import RandomFourierFeatures
+from gprf.features.versions import feature_versions
 from gprf.kernels.exact_expression import exact_expression
-from gprf.kernels.feature_kernel import FeatureKernelOfParts, feature_versions, unwrap_scale_kernel
+from gprf.kernels.feature_kernel import FeatureKernelOfParts, unwrap_scale_kernel
 from gprf.kernels.independent_factors import independent_factors
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 from gprf.linalg import feature_root

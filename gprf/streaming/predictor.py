@@ -21,7 +21,7 @@ from gpytorch.means import Mean
 from torch import Tensor
 
 from gprf._checks import check_positive_int
-from gprf.kernels.feature_kernel import feature_versions
+from gprf.features.versions import feature_versions
 from gprf.prediction import WeightSpacePosterior
 from gprf.streaming.features import feature_fingerprint, model_root
 from gprf.streaming.statistics import SufficientStatistics, fingerprints_agree
