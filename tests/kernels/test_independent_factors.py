@@ -46,4 +46,5 @@ def test_only_factors_that_repeat_draws_are_replaced():
     assert independent_factors((first, second)) == (first, second)
     kept, replaced, third = independent_factors((first, first, second))
     assert kept is first and third is second and replaced is not first
-    assert not any(shares_draws(a, b) for a in feature_maps(replaced) for b in feature_maps(first) + [second.feature_map])
+    others = [first.feature_map, second.feature_map]
+    assert not any(shares_draws(mine, other) for mine in feature_maps(replaced) for other in others)

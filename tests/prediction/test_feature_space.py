@@ -15,7 +15,14 @@ from gprf.exceptions import DispatchFallbackWarning, NonFiniteTrainingDataError
 from gprf.kernels import RandomFourierKernel
 from gprf.linalg import CapacitanceFactor, FeatureRootAddedDiagLinearOperator
 from gprf.prediction import FeatureSpacePredictionStrategy
-from tests.prediction.conftest import ExactModel, make_data, make_model, train_by_mll, weight_space_prediction
+from tests.prediction.conftest import (
+    ExactModel,
+    make_data,
+    make_model,
+    optimizer_step,
+    train_by_mll,
+    weight_space_prediction,
+)
 
 
 def test_dispatch_with_and_without_scale_kernel(data64):
@@ -244,12 +251,6 @@ def test_float32_at_small_noise():
     torch.testing.assert_close(var32, var64, rtol=0, atol=1e-3 * model.covar_module.outputscale.item())
 
 
-def _step(parameter: torch.nn.Parameter) -> None:
-    """One optimizer step on ``parameter`` (an in-place write, as training in eval mode makes)."""
-    parameter.grad = torch.ones_like(parameter)
-    torch.optim.SGD([parameter], lr=0.3).step()
-
-
 CHANGES = {
     "resample_features": lambda model: model.covar_module.base_kernel.resample_features(
         torch.Generator().manual_seed(123)
@@ -257,8 +258,8 @@ CHANGES = {
     "lengthscale setter": lambda model: setattr(
         model.covar_module.base_kernel, "lengthscale", torch.tensor([0.5, 0.9, 0.3], dtype=torch.float64)
     ),
-    "optimizer step on the outputscale": lambda model: _step(model.covar_module.raw_outputscale),
-    "optimizer step on the noise": lambda model: _step(model.likelihood.raw_noise),
+    "optimizer step on the outputscale": lambda model: optimizer_step(model.covar_module.raw_outputscale),
+    "optimizer step on the noise": lambda model: optimizer_step(model.likelihood.raw_noise),
     "load_state_dict": lambda model: model.load_state_dict(
         {**model.state_dict(), "covar_module.base_kernel.raw_lengthscale": torch.zeros(1, 3, dtype=torch.float64)}
     ),
