@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from gprf.exceptions import NonFiniteTrainingDataError
 from gprf.settings import validate_inputs
 
 
@@ -36,4 +37,29 @@ def check_features_input(x: Tensor, input_dim: int, owner: str) -> None:
     if x.is_complex() or not x.is_floating_point():
         raise TypeError(f"{owner} expects real floating-point inputs, got dtype {x.dtype}.")
     if validate_inputs.applies_to(x) and not bool(torch.isfinite(x).all()):
-        raise ValueError(f"{owner} received NaN or infinite inputs; remove or impute them before featurizing.")
+        raise ValueError(
+            f"{owner} received NaN or infinite inputs in {describe_nonfinite_rows(x)} (a model in training mode "
+            "evaluates its training inputs, train_x); remove or impute them before featurizing."
+        )
+
+
+def describe_nonfinite_rows(x: Tensor, shown: int = 5) -> str:
+    """``"2 of 20 rows (rows 3, 7)"``: how many rows of ``x`` ``(..., n, d)`` hold a NaN or infinite value (in any
+    batch member) and the first ``shown`` of them (one host synchronisation)."""
+    flagged = (~torch.isfinite(x)).any(-1).reshape(-1, x.size(-2)).any(0)
+    rows = flagged.nonzero().squeeze(-1).tolist()
+    listed = ", ".join(map(str, rows[:shown])) + (", ..." if len(rows) > shown else "")
+    return f"{len(rows)} of {x.size(-2)} rows (rows {listed})"
+
+
+def check_training_inputs(inputs: Sequence[Tensor]) -> None:
+    """Raise :class:`~gprf.exceptions.NonFiniteTrainingDataError` naming the rows when a model's training inputs hold
+    NaN or infinite values: GPyTorch's ``ExactGP`` (with ``gpytorch.settings.debug`` on, its default) would instead
+    report "You must train on the training inputs!", since NaN never equals itself."""
+    for index, x in enumerate(inputs):
+        if torch.is_tensor(x) and x.is_floating_point() and not bool(torch.isfinite(x).all()):
+            which = "" if len(inputs) == 1 else f" (input {index})"
+            raise NonFiniteTrainingDataError(
+                f"The training inputs{which} hold NaN or infinite values in {describe_nonfinite_rows(x)}; remove or "
+                "impute those points (model.set_train_data) before training."
+            )

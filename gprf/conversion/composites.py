@@ -19,9 +19,10 @@ from gpytorch.kernels import (
 from gprf.conversion.leaves import fourier_name
 from gprf.conversion.registry import Context, describe, register_translation, translate
 from gprf.conversion.tying import tie
+from gprf.features.versions import feature_versions
 from gprf.kernels import AdditiveFeatureKernel, FeatureKernel, FeatureProductKernel, FeatureSumKernel
 from gprf.kernels.exact_expression import scale_like
-from gprf.kernels.feature_kernel import feature_versions, unwrap_scale_kernel
+from gprf.kernels.feature_kernel import unwrap_scale_kernel
 
 
 def is_exact(kernel: Kernel) -> bool:

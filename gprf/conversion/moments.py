@@ -18,8 +18,8 @@ import math
 from gpytorch.kernels import Kernel, ScaleKernel
 from torch import Tensor
 
+from gprf.features.versions import feature_versions
 from gprf.kernels import FeatureProductKernel, FeatureSumKernel
-from gprf.kernels.feature_kernel import feature_versions
 
 
 def _select(kernel: Kernel, x: Tensor) -> Tensor:

@@ -58,7 +58,8 @@ class AdditiveFourierFeatures(FeatureMap):
         features_per_dim: Features :math:`2m_1` of each one-dimensional component (even).
         kernel: ``"rbf"``, ``"matern12"``, ``"matern32"`` or ``"matern52"`` (GPyTorch's parametrisation).
         order: 1 (sum of one-dimensional kernels) or 2 (and their pairwise products).
-        features_per_pair: Features :math:`2m_2` of each pairwise component (even; default ``features_per_dim``).
+        features_per_pair: Features :math:`2m_2` of each pairwise component (even; default ``features_per_dim``);
+            ``order=2`` only (with ``order=1`` it raises ``ValueError``).
         batch_shape: Independent draws per batch member.
         seed: Seed of the draws.
     """
@@ -78,6 +79,11 @@ class AdditiveFourierFeatures(FeatureMap):
         if order not in ADDITIVE_ORDERS:
             raise ValueError(f"order must be 1 or 2 (first- or second-order additive kernel), got {order!r}.")
         self.features_per_dim = _check_even(features_per_dim, "features_per_dim")
+        if order == 1 and features_per_pair is not None:
+            raise ValueError(
+                f"features_per_pair={features_per_pair!r} sizes the pairwise interactions, which only order=2 has; "
+                "pass order=2 for them, or drop features_per_pair for the first-order kernel."
+            )
         pair_features = features_per_dim if features_per_pair is None else features_per_pair
         self.features_per_pair = _check_even(pair_features, "features_per_pair") if order == 2 else 0
         self.order = order

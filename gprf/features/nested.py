@@ -49,11 +49,16 @@ def new_streams(batch_shape: torch.Size, first_unit: int, generator: torch.Gener
     return torch.stack([torch.full_like(seeds, first_unit), seeds], dim=-1)
 
 
+def mixed_seed(seed: int, key: int) -> int:
+    """A seed in ``[0, 2**63)`` for the pair ``(seed, key)`` (NumPy's ``SeedSequence`` mixes it, so nearby seeds and
+    keys give unrelated seeds)."""
+    state = np.random.SeedSequence([int(seed) % 2**64, int(key)]).generate_state(1, dtype=np.uint64)[0]
+    return int(state) >> 1
+
+
 def stream_generator(seed: int, chunk: int) -> torch.Generator:
-    """The generator of chunk ``chunk`` of the stream ``seed`` (NumPy's ``SeedSequence`` mixes the pair, so
-    nearby seeds and chunks give unrelated streams)."""
-    state = np.random.SeedSequence([int(seed), int(chunk)]).generate_state(1, dtype=np.uint64)[0]
-    return torch.Generator().manual_seed(int(state) >> 1)
+    """The generator of chunk ``chunk`` of the stream ``seed``."""
+    return torch.Generator().manual_seed(mixed_seed(seed, chunk))
 
 
 def member_segments(draw_streams: Tensor) -> list[list[tuple[int, int]]]:

@@ -32,6 +32,7 @@ import torch
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.models import ExactGP
 
+from gprf._checks import check_training_inputs
 from gprf.fitting.end_point import end_where_predictable, parameter_values
 from gprf.fitting.fit_arguments import (
     check_callback,
@@ -200,6 +201,7 @@ def _check_mll(mll: object) -> ExactGP:
         )
     if mll.model.train_inputs is None:
         raise ValueError("fit_mll: the model has no training data (model.set_train_data first).")
+    check_training_inputs(mll.model.train_inputs)
     return mll.model
 
 

@@ -79,7 +79,8 @@ class AdditiveFeatureKernel(_InteractionVariance, RandomFeatureKernel):
         num_dims: Input dimension :math:`d` (defaults to ``ard_num_dims`` or ``len(active_dims)``).
         kernel: ``"rbf"``, ``"matern12"``, ``"matern32"`` or ``"matern52"``.
         order: 1 or 2.
-        features_per_pair: Features of each pairwise component (order 2; even; default ``features_per_dim``).
+        features_per_pair: Features of each pairwise component (even; default ``features_per_dim``); ``order=2``
+            only: with ``order=1`` it raises ``ValueError`` (there are no pairwise components).
         seed: Seed of the draws.
         interaction_variance_prior, interaction_variance_constraint: For :math:`\tau` (order 2; default
             ``Positive()``).

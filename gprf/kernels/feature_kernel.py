@@ -14,7 +14,7 @@ from torch import Tensor
 
 from gprf._botorch_hook import register_with_botorch_if_imported
 from gprf.exceptions import LowRankStructureWarning
-from gprf.features import FeatureMapBase
+from gprf.features.versions import feature_versions, mark_written
 from gprf.kernels.exact_expression import exact_expression
 from gprf.linalg import FeatureRootLinearOperator, LazyFeatures, feature_root
 from gprf.linalg.deferred_root_transpose_operator import DeferredRootTransposeLinearOperator
@@ -49,12 +49,18 @@ def is_feature_kernel(kernel: object) -> bool:
     return isinstance(kernel, Kernel) and isinstance(unwrap_scale_kernel(kernel), FeatureKernel)
 
 
-def feature_versions(module: torch.nn.Module) -> tuple[int, ...]:
-    """The draw versions of every random feature map inside ``module`` (they change when the draws do)."""
-    return tuple(child.draw_version for child in module.modules() if isinstance(child, FeatureMapBase))
+class VisibleWrites:
+    """Mixin of gprf's GPyTorch modules: values set through GPyTorch's ``initialize`` (every property setter, e.g.
+    ``kernel.lengthscale = 0.5``) reach the version counters (:func:`~gprf.features.versions.mark_written`), so caches
+    built on the old values notice (:func:`~gprf.features.versions.state_versions`)."""
+
+    def initialize(self, **kwargs):
+        result = super().initialize(**kwargs)
+        mark_written(self, kwargs)
+        return result
 
 
-class FeatureKernel(Kernel, ABC):
+class FeatureKernel(VisibleWrites, Kernel, ABC):
     r"""A GPyTorch kernel :math:`k(x, y) = r(x)^\top r(y)` given by a real feature root :math:`r(x) \in \mathbb R^F`.
 
     Subclasses implement :meth:`features` and :attr:`root_dim` (:math:`F`, the number of columns of the root).

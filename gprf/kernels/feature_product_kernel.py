@@ -11,8 +11,10 @@ from torch import Tensor
 
 from gprf._checks import check_choice
 from gprf.features import RandomFourierFeatures
+from gprf.features.versions import feature_versions
 from gprf.kernels.exact_expression import exact_expression
-from gprf.kernels.feature_kernel import FeatureKernelOfParts, feature_versions, unwrap_scale_kernel
+from gprf.kernels.feature_kernel import FeatureKernelOfParts, unwrap_scale_kernel
+from gprf.kernels.independent_factors import independent_factors
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 from gprf.linalg import feature_root
 
@@ -88,6 +90,12 @@ class FeatureProductKernel(FeatureKernelOfParts):
     goes through GPyTorch's ``Kernel.__mul__`` (a dense ``ProductKernel``): write ``ScaleKernel(k1 * k2)`` or
     ``FeatureProductKernel(ScaleKernel(k1), k2)`` instead.
 
+    The estimate is unbiased only for independent factors: a factor whose draws repeat an earlier factor's (``k * k``,
+    ``FeatureProductKernel(k, k)``, two factors built with one seed, a deep copy) is replaced by a copy that shares
+    its hyperparameters (the same ``Parameter`` objects) and draws its own features
+    (:func:`~gprf.kernels.independent_factors.independent_factors`); ``kernels`` then holds that copy, not the
+    object passed in.
+
     The pairing draws are a buffer (``pairing``, one draw shared by the batch; the factors draw per batch member)
     made at construction from ``seed``; :meth:`resample_features` redraws them with the factors' features.
 
@@ -123,6 +131,7 @@ class FeatureProductKernel(FeatureKernelOfParts):
             "multiplies gprf feature kernels",
             "; approximate it first (gprf.random_features) or wrap task kernels (IndexKernel) in IndexRootKernel",
         )
+        kernels = independent_factors(kernels)
         try:
             batch_shape = torch.broadcast_shapes(*(kernel.batch_shape for kernel in kernels))
         except RuntimeError as error:

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from gprf._checks import check_positive_int
-from gprf.kernels.feature_kernel import feature_versions
+from gprf.features.versions import feature_versions
 from gprf.kernels.maclaurin import MaclaurinKernel
 from gprf.linalg import FeatureRootLinearOperator
 from gprf.prediction import LocalizedPredictionStrategy

@@ -26,12 +26,12 @@ import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from gprf.kernels.feature_kernel import same_inputs
+from gprf.kernels.feature_kernel import VisibleWrites, same_inputs
 from gprf.linalg import SignedRootLinearOperator
 from gprf.prediction import SignedPredictionStrategy
 
 
-class SignedFeatureKernel(Kernel, ABC):
+class SignedFeatureKernel(VisibleWrites, Kernel, ABC):
     r"""A GPyTorch kernel :math:`k(x, y) = a(x)^\top a(y) - b(x)^\top b(y)` given by two real roots.
 
     The sibling of :class:`~gprf.kernels.FeatureKernel` for indefinite kernels, which have no real root

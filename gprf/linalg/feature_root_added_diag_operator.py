@@ -30,7 +30,8 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
     the whole step costs :math:`2NF^2 + O(F^3)` flops forward and backward. With fewer points than features
     (:math:`N < F`, common early in Bayesian optimization) :math:`K` itself is formed and factored instead,
     :math:`O(N^2F + N^3)`, which avoids the :math:`O(F^3)` factorisation and its backward. Training rows with
-    NaN or infinite values raise :class:`~gprf.exceptions.NonFiniteTrainingDataError`.
+    NaN or infinite values raise :class:`~gprf.exceptions.NonFiniteTrainingDataError`; a covariance of no training
+    points raises ``ValueError`` (GPyTorch's marginal likelihood per point would be :math:`0/0`).
 
     GPyTorch's ``MultivariateNormal.log_prob`` only calls :meth:`inv_quad_logdet` while linear_operator's
     ``fast_computations.log_prob`` is on (GPyTorch's default; BoTorch switches it off on import). Otherwise it
@@ -58,6 +59,12 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
     ) -> tuple[Tensor | None, Tensor | None]:
         if inv_quad_rhs is None and not logdet:
             return None, None
+        if self.size(-1) == 0:
+            # log p of no data is 0, and GPyTorch's ExactMarginalLogLikelihood divides it by N = 0.
+            raise ValueError(
+                "The marginal likelihood of 0 training points is undefined (per point, 0 / 0): give the model at "
+                "least one training point (model.set_train_data) before evaluating it."
+            )
         rhs = None
         if inv_quad_rhs is not None:
             rhs = inv_quad_rhs.unsqueeze(-1) if inv_quad_rhs.dim() == 1 else inv_quad_rhs

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import torch
 from gpytorch import settings
 from gpytorch.distributions import MultitaskMultivariateNormal
-from gpytorch.models.exact_prediction_strategies import DefaultPredictionStrategy
 from gpytorch.utils.memoize import add_to_cache, cached, clear_cache_hook
 from linear_operator.operators import (
     BatchRepeatLinearOperator,
@@ -36,6 +35,7 @@ from torch import Tensor
 
 from gprf.exceptions import DispatchFallbackWarning
 from gprf.linalg import CapacitanceFactor, FeatureRoot, feature_root
+from gprf.prediction.refresh import RefreshingPredictionStrategy
 from gprf.settings import factor_dtype
 
 
@@ -61,14 +61,16 @@ def _scale_rows(values: Tensor, root: FeatureRoot, trailing: int) -> Tensor:
     return values * amplitude.reshape(*amplitude.shape, *(1,) * trailing)
 
 
-class FeatureSpacePredictionStrategy(DefaultPredictionStrategy):
+class FeatureSpacePredictionStrategy(RefreshingPredictionStrategy):
     """GPyTorch prediction strategy of every gprf random-feature kernel (see the module docstring).
 
     Reads the training and test covariances through :func:`gprf.linalg.feature_root`. Honours
     ``gpytorch.settings.skip_posterior_variances`` and ``detach_test_caches``; heteroscedastic and batched
     Gaussian noise; fantasies (``get_fantasy_model``, BoTorch ``fantasize`` and ``condition_on_observations``)
     by a rank-``m`` update of the capacitance factor (:class:`~gprf.linalg.CapacitanceFactor`), never an
-    :math:`(N+m)^2` matrix. When the covariances it receives are not feature roots (e.g. a random-feature kernel
+    :math:`(N+m)^2` matrix. The training cache follows the model: a hyperparameter or feature draw changed after
+    it was built is picked up at the next prediction (:class:`~gprf.prediction.refresh.RefreshingPredictionStrategy`).
+    When the covariances it receives are not feature roots (e.g. a random-feature kernel
     added to a dense kernel) it warns with :class:`~gprf.exceptions.DispatchFallbackWarning` and uses GPyTorch's
     default strategy.
     """
@@ -93,7 +95,8 @@ class FeatureSpacePredictionStrategy(DefaultPredictionStrategy):
         if root.versions != posterior.feature_versions:
             raise RuntimeError(
                 "The random features changed (resample_features() or load_state_dict()) after this model's "
-                "prediction caches were built; call model.train() and then model.eval() to rebuild them."
+                "prediction caches were built (a fantasy model keeps the caches it was made with); call "
+                "model.train() and then model.eval() to rebuild them."
             )
 
     # ------------------------------------------------------------------ training-set cache
@@ -129,6 +132,7 @@ class FeatureSpacePredictionStrategy(DefaultPredictionStrategy):
     def exact_prediction(
         self, test_mean: Tensor, test_test_covar: LinearOperator, test_train_covar: LinearOperator
     ) -> tuple[Tensor, LinearOperator]:
+        self.refresh_if_stale()
         posterior = self.weight_space_posterior
         test = feature_root(test_test_covar)
         if posterior is None or test is None:
@@ -155,6 +159,7 @@ class FeatureSpacePredictionStrategy(DefaultPredictionStrategy):
 
     # ------------------------------------------------------------------ fantasies
     def get_fantasy_strategy(self, inputs, targets, full_inputs, full_targets, full_output, **kwargs):
+        self.refresh_if_stale()
         posterior = self.weight_space_posterior
         if posterior is None or isinstance(full_output, MultitaskMultivariateNormal):
             self._fallback("fantasies need a single-output model with a random-feature root")
@@ -199,4 +204,5 @@ class FeatureSpacePredictionStrategy(DefaultPredictionStrategy):
             likelihood=fant_likelihood,
         )
         add_to_cache(fant_strategy, "weight_space_posterior", new_posterior)
+        fant_strategy.stop_following()  # built on this model's modules; the fantasy model holds copies of them
         return fant_strategy

@@ -260,6 +260,7 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
     def exact_prediction(
         self, test_mean: Tensor, test_test_covar: LinearOperator, test_train_covar: LinearOperator
     ) -> tuple[Tensor, LinearOperator]:
+        self.refresh_if_stale()
         test = _recentrable_root(test_test_covar)
         data = self._training_data()
         if test is None or data is None:
@@ -275,6 +276,10 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
         if variance is None:
             return mean, ZeroLinearOperator(*mean.shape, mean.size(-1), dtype=dtype, device=mean.device)
         return mean, DiagLinearOperator(variance.to(dtype))
+
+    def _forget_caches(self) -> None:
+        super()._forget_caches()
+        self._local_posteriors = None
 
     def _fallback_to_global(self) -> None:
         warnings.warn(

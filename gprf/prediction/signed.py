@@ -5,22 +5,28 @@ from __future__ import annotations
 import torch
 from gpytorch import settings
 from gpytorch.kernels import Kernel
-from gpytorch.models.exact_prediction_strategies import DefaultPredictionStrategy
 from linear_operator.operators import DiagLinearOperator, ZeroLinearOperator
 from torch import Tensor
 
 from gprf.linalg import IndefinitePosteriorCovariance, indefinite_error
+from gprf.prediction.refresh import RefreshingPredictionStrategy
 
 
-class SignedPredictionStrategy(DefaultPredictionStrategy):
+class SignedPredictionStrategy(RefreshingPredictionStrategy):
     r"""Posterior mean of an indefinite-kernel model (Krein-space kernel ridge regression), no covariance.
 
     The mean is GPyTorch's :math:`\mu_* + K_{*X}(\hat K + \Sigma)^{-1}(y - \mu)`, with the solve done by the
     Woodbury identity on the signed root (:class:`~gprf.linalg.SignedRootAddedDiagLinearOperator`,
     :math:`O(NF^2)`, float64). The predictive covariance is an
     :class:`~gprf.linalg.IndefinitePosteriorCovariance` that raises when used (or a zero operator
-    under ``gpytorch.settings.skip_posterior_variances``); fantasies raise.
+    under ``gpytorch.settings.skip_posterior_variances``); fantasies raise. The mean cache follows the model
+    (:class:`~gprf.prediction.refresh.RefreshingPredictionStrategy`): after ``resample_features()`` or a
+    hyperparameter change it is rebuilt.
     """
+
+    def exact_prediction(self, test_mean, test_test_covar, test_train_covar):
+        self.refresh_if_stale()
+        return super().exact_prediction(test_mean, test_test_covar, test_train_covar)
 
     def exact_predictive_covar(self, test_test_covar, test_train_covar):
         shape = test_test_covar.shape

@@ -18,11 +18,12 @@ from gpytorch.means import Mean
 from torch import Tensor
 
 from gprf._checks import check_positive_int
+from gprf.features.versions import state_versions
 from gprf.kernels import is_feature_kernel
 from gprf.settings import factor_dtype, validate_inputs
-from gprf.streaming.features import feature_fingerprint, model_root
+from gprf.streaming.features import likelihood_noise, model_fingerprint, model_root
 from gprf.streaming.predictor import StreamingPredictor
-from gprf.streaming.statistics import SufficientStatistics
+from gprf.streaming.statistics import SufficientStatistics, fingerprint_mismatch
 
 
 def _check_targets(x: Tensor, y: Tensor, name: str) -> None:
@@ -44,6 +45,7 @@ def noise_variances(likelihood: _GaussianLikelihoodBase, x: Tensor, shape: torch
     training set it was built with), plus its learned homoscedastic noise when it has one; any other
     Gaussian likelihood gives the noise as its marginal does for these inputs.
     """
+    own = likelihood_noise(likelihood, x, shape)
     if isinstance(likelihood, FixedNoiseGaussianLikelihood):
         if noise is None:
             raise ValueError(
@@ -52,16 +54,13 @@ def noise_variances(likelihood: _GaussianLikelihoodBase, x: Tensor, shape: torch
         _check_targets(x, noise, "noise")
         if validate_inputs.applies_to(noise) and not bool((noise > 0).all()):
             raise ValueError("noise must be positive (observation-noise variances).")
-        if likelihood.second_noise_covar is None:
-            return noise
-        return noise + likelihood.second_noise_covar(x).diagonal(dim1=-2, dim2=-1)
+        return noise if own is None else noise + own
     if noise is not None:
         raise ValueError(
             f"noise= is only used with FixedNoiseGaussianLikelihood; {type(likelihood).__name__} provides its own "
             "noise. Drop noise= or use a FixedNoiseGaussianLikelihood."
         )
-    # Exactly what the likelihood's marginal adds to the prior covariance of these points.
-    return likelihood._shaped_noise_covar(shape, x).diagonal(dim1=-2, dim2=-1)
+    return own
 
 
 class StreamingFit:
@@ -71,7 +70,10 @@ class StreamingFit:
     ``likelihood``) or from the modules themselves, feed chunks with :meth:`update` or :meth:`fit` (any
     iterable of ``(x, y)`` or ``(x, y, noise)``: a generator, a ``DataLoader``, :func:`iterate_chunks`), then
     read :attr:`statistics` or get a :meth:`predictor`. The modules are used as they are: train the
-    hyperparameters first (e.g. on a subsample); the fit runs under ``torch.no_grad()``.
+    hyperparameters first (e.g. on a subsample); the fit runs under ``torch.no_grad()``. The modules must not change
+    between chunks: a chunk after ``resample_features()``, an optimizer step, ``load_state_dict`` or a gprf kernel's
+    setter with other values raises (seen through the modules' version counters; GPyTorch's own setters, e.g.
+    ``likelihood.noise = ...``, write past them).
 
     Chunks may live on any device; inputs must have the model's dtype. Targets have shape ``(..., n)``:
     batched models take ``(*batch, n)``; extra leading target dimensions share the kernel and noise (one
@@ -106,6 +108,7 @@ class StreamingFit:
         self._num_data = 0  # a host integer: counting points needs no device round trip
         self._fingerprint: Tensor | None = None
         self._input_dim: int | None = None
+        self._model_state: tuple | None = None  # the modules' state versions when the fingerprint was taken
 
     @classmethod
     def from_model(cls, model: torch.nn.Module) -> StreamingFit:
@@ -128,6 +131,8 @@ class StreamingFit:
         if self._input_dim is not None and x.size(-1) != self._input_dim:
             raise ValueError(f"x has {x.size(-1)} columns but earlier chunks had {self._input_dim}.")
         _check_targets(x, y, "y")
+        if self._sums is not None:
+            self._check_model_unchanged(x)
 
         dtype = factor_dtype.value()
         root = model_root(self.covar_module, x)
@@ -151,10 +156,30 @@ class StreamingFit:
         self._num_data += x.size(-2)
         return self
 
+    def _fingerprint_now(self, x: Tensor) -> Tensor:
+        return model_fingerprint(self.covar_module, x.size(-1), x.dtype, x.device, self.mean_module, self.likelihood)
+
     def _start(self, x: Tensor, chunk: dict[str, Tensor]) -> None:
         self._input_dim = x.size(-1)
-        self._fingerprint = feature_fingerprint(self.covar_module, self._input_dim, x.dtype, x.device)
+        self._fingerprint = self._fingerprint_now(x)
+        self._model_state = state_versions(self.covar_module, self.likelihood, self.mean_module)
         self._sums = chunk
+
+    def _check_model_unchanged(self, x: Tensor) -> None:
+        """Raise when the model changed since the first chunk: its sums would mix two models. Free while no
+        parameter, buffer or feature draw was written; after a write, the fingerprints are compared (one host
+        synchronisation), so a write of the same values passes."""
+        state = state_versions(self.covar_module, self.likelihood, self.mean_module)
+        if state == self._model_state:
+            return
+        differing = fingerprint_mismatch(self._fingerprint, self._fingerprint_now(x), self._sums["gram"].size(-1))
+        if differing is not None:
+            raise ValueError(
+                f"The model's {differing} changed after the first chunk (resample_features(), a hyperparameter set or "
+                "trained): the sums so far belong to the old model. Stream every chunk with one model: start a new "
+                "StreamingFit, or restore the model."
+            )
+        self._model_state = state
 
     def _add(self, chunk: dict[str, Tensor]) -> None:
         for name, value in chunk.items():

@@ -4,7 +4,7 @@ With the data sharded over ranks, every rank streams its shard into its own stat
 :math:`G, b, q, s, N` are sums over data points, one all-reduce (sum) gives every rank the statistics of
 the whole data set, hence the same posterior and marginal likelihood as a single process would get. All
 ranks must use the same random features and hyperparameters (same seed, or one ``state_dict`` loaded
-everywhere); that is checked on the statistics' fingerprints.
+everywhere); that is checked on the statistics' fingerprints (features, noise and mean).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from gprf.streaming.statistics import SUMMED_FIELDS, SufficientStatistics, fingerprints_agree
+from gprf.streaming.statistics import SUMMED_FIELDS, SufficientStatistics, fingerprint_mismatch
 
 
 def _all_reduce_copy(tensor: Tensor, op: dist.ReduceOp, group: dist.ProcessGroup | None) -> Tensor:
@@ -35,10 +35,11 @@ def _check_same_layout(statistics: SufficientStatistics, group: dist.ProcessGrou
         )
     low = _all_reduce_copy(statistics.fingerprint, dist.ReduceOp.MIN, group)
     high = _all_reduce_copy(statistics.fingerprint, dist.ReduceOp.MAX, group)
-    if not fingerprints_agree(low, high):
+    differing = fingerprint_mismatch(low, high, statistics.root_dim)
+    if differing is not None:
         raise ValueError(
-            "The ranks use different random features or hyperparameters: build the kernel with the same seed "
-            "on every rank, or broadcast rank 0's state_dict, before streaming."
+            f"The ranks use different {differing}: build the model with the same seed and hyperparameters on every "
+            "rank, or broadcast rank 0's state_dict, before streaming."
         )
 
 

@@ -21,10 +21,10 @@ from gpytorch.means import Mean
 from torch import Tensor
 
 from gprf._checks import check_positive_int
-from gprf.kernels.feature_kernel import feature_versions
+from gprf.features.versions import state_versions
 from gprf.prediction import WeightSpacePosterior
-from gprf.streaming.features import feature_fingerprint, model_root
-from gprf.streaming.statistics import SufficientStatistics, fingerprints_agree
+from gprf.streaming.features import model_fingerprint, model_root
+from gprf.streaming.statistics import SufficientStatistics, fingerprint_mismatch
 
 
 class StreamingPredictor:
@@ -43,7 +43,8 @@ class StreamingPredictor:
         self.posterior = posterior
         self.covar_module = covar_module
         self.mean_module = mean_module
-        self._versions = feature_versions(covar_module)
+        self._model_state = state_versions(covar_module, mean_module)
+        self._statistics: SufficientStatistics | None = None  # what from_statistics checked the modules against
 
     @classmethod
     def from_statistics(
@@ -51,25 +52,46 @@ class StreamingPredictor:
     ) -> StreamingPredictor:
         """The posterior of ``statistics`` for the modules they were computed with.
 
-        Raises ``ValueError`` when ``covar_module``'s random features or hyperparameters differ from those
-        of the statistics (checked on their fingerprint; one host synchronisation).
+        Raises ``ValueError`` when ``covar_module``'s random features or hyperparameters, or the prior mean, differ
+        from those of the statistics (checked on their fingerprint; one host synchronisation).
         """
-        parameter = next(covar_module.parameters())  # inputs must have the kernel's dtype and device
-        fingerprint = feature_fingerprint(covar_module, statistics.input_dim, parameter.dtype, parameter.device)
-        if not fingerprints_agree(fingerprint, statistics.fingerprint.to(fingerprint.device)):
+        differing = cls._mismatch(statistics, covar_module, mean_module)
+        if differing is not None:
             raise ValueError(
-                "covar_module's random features or hyperparameters differ from those the statistics were "
-                "computed with; predict with the same kernel (same seed and hyperparameter values)."
+                f"The {differing} differ from those the statistics were computed with; predict with the modules "
+                "they were streamed with (same seed and hyperparameter values, and the same mean_module)."
             )
-        return cls(statistics.posterior(), covar_module, mean_module)
+        predictor = cls(statistics.posterior(), covar_module, mean_module)
+        predictor._statistics = statistics
+        return predictor
+
+    @staticmethod
+    def _mismatch(statistics: SufficientStatistics, covar_module: Kernel, mean_module: Mean | None) -> str | None:
+        parameter = next(covar_module.parameters())  # inputs must have the kernel's dtype and device
+        fingerprint = model_fingerprint(
+            covar_module, statistics.input_dim, parameter.dtype, parameter.device, mean_module
+        )
+        reference = statistics.fingerprint.to(fingerprint.device)
+        return fingerprint_mismatch(fingerprint, reference, statistics.root_dim, parts=("features", "mean"))
+
+    def _check_model_unchanged(self) -> None:
+        """Raise when the kernel or the mean changed since the predictor was built. Free while no parameter, buffer
+        or feature draw was written; after a write, a predictor from statistics compares fingerprints (one host
+        synchronisation), so a write of the same values passes."""
+        state = state_versions(self.covar_module, self.mean_module)
+        if state == self._model_state:
+            return
+        if self._statistics is None or self._mismatch(self._statistics, self.covar_module, self.mean_module):
+            raise RuntimeError(
+                "The kernel or the mean changed after this predictor was built (features redrawn with "
+                "resample_features(), a hyperparameter set or trained); its posterior belongs to the old model. "
+                "Stream the data again with the model as it is now, or restore the model."
+            )
+        self._model_state = state
 
     @torch.no_grad()
     def _predict_chunk(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        if feature_versions(self.covar_module) != self._versions:
-            raise RuntimeError(
-                "The kernel's random features were redrawn after this predictor was built; its posterior "
-                "belongs to the old features. Stream the data again with the new features."
-            )
+        self._check_model_unchanged()
         root = model_root(self.covar_module, x)
         dtype = root.features.dtype
         phi = root.scaled_features().to(self.posterior.mean.dtype)

@@ -33,10 +33,16 @@ from torch import Tensor
 from gprf.linalg import CapacitanceFactor
 from gprf.prediction import WeightSpacePosterior
 
-# Agreement required between feature fingerprints: the same features evaluated on different devices or
-# with a different summation order differ in the last bits, different random draws by O(1).
+# A fingerprint is [feature root (F columns), noise variance, prior mean] at the probe input; what each part shows.
+FINGERPRINT_PARTS = {
+    "features": "random features or kernel hyperparameters",
+    "noise": "likelihood noise",
+    "mean": "prior mean",
+}
+# Agreement required within each part, relative to the part's largest magnitude (so that a tiny outputscale or noise
+# does not make every fingerprint agree): the same model evaluated on different devices or with a different summation
+# order differs in the last bits, different draws or hyperparameters by O(1).
 FINGERPRINT_RTOL = 1e-4
-FINGERPRINT_ATOL = 1e-5
 
 # The summed statistics, in the order they are packed for a collective.
 SUMMED_FIELDS = ("gram", "rhs", "quadratic", "log_noise", "num_data")
@@ -47,9 +53,26 @@ def probe_inputs(input_dim: int, dtype: torch.dtype, device: torch.device) -> Te
     return torch.linspace(0.1, 0.9, input_dim, dtype=dtype, device=device).unsqueeze(0)
 
 
-def fingerprints_agree(first: Tensor, second: Tensor) -> bool:
-    """Whether two feature fingerprints come from the same features and hyperparameters (one host sync)."""
-    return first.shape == second.shape and torch.allclose(first, second, rtol=FINGERPRINT_RTOL, atol=FINGERPRINT_ATOL)
+def fingerprint_part(fingerprint: Tensor, part: str, root_dim: int) -> Tensor:
+    """One part (a key of :data:`FINGERPRINT_PARTS`) of a fingerprint ``(*batch, root_dim + 2)``."""
+    start, stop = {"features": (0, root_dim), "noise": (root_dim, root_dim + 1), "mean": (root_dim + 1, None)}[part]
+    return fingerprint[..., start:stop]
+
+
+def fingerprint_mismatch(
+    first: Tensor, second: Tensor, root_dim: int, parts: tuple[str, ...] = tuple(FINGERPRINT_PARTS)
+) -> str | None:
+    """What differs between two fingerprints (e.g. ``"likelihood noise"``), or ``None`` when the ``parts`` agree
+    within :data:`FINGERPRINT_RTOL` of each part's largest magnitude (one host synchronisation)."""
+    if first.shape != second.shape:
+        return "number of features, batch shape or input dimension"
+    agree = []
+    for part in parts:
+        a, b = fingerprint_part(first, part, root_dim), fingerprint_part(second, part, root_dim)
+        scale = torch.maximum(a.abs().amax(-1, keepdim=True), b.abs().amax(-1, keepdim=True))
+        agree.append(((a - b).abs() <= FINGERPRINT_RTOL * scale).all())
+    differing = [FINGERPRINT_PARTS[part] for part, ok in zip(parts, torch.stack(agree).tolist(), strict=True) if not ok]
+    return " and ".join(differing) if differing else None
 
 
 @dataclass(frozen=True)
@@ -61,11 +84,12 @@ class SufficientStatistics:
     dimensions (``k`` targets sharing one kernel and noise give ``rhs`` of shape ``(k, F)`` and a single
     :math:`F\times F` Gram matrix); ``log_noise`` has the noise's batch shape, ``num_data`` is a 0-d tensor.
 
-    ``fingerprint`` is the feature root at a fixed probe input (``probe_inputs(input_dim)``, with ``input_dim`` the
-    raw input dimension). It is not summed: it identifies the random features and hyperparameters the sums
-    were taken with, so that statistics of different features are never added (:meth:`merge`,
-    :func:`~gprf.streaming.all_reduce_statistics`) or used for prediction with another kernel
-    (:class:`~gprf.streaming.StreamingPredictor`).
+    ``fingerprint`` ``(*batch, F + 2)`` is the model at a fixed probe input (``probe_inputs(input_dim)``, with
+    ``input_dim`` the raw input dimension): the scaled feature root, the likelihood's own noise variance and the prior
+    mean (:data:`FINGERPRINT_PARTS`). It is not summed: it identifies the random features, hyperparameters, noise and
+    mean the sums were taken with, so that statistics of different models are never added (:meth:`merge`,
+    :func:`~gprf.streaming.all_reduce_statistics`) or used for prediction with another kernel or mean
+    (:class:`~gprf.streaming.StreamingPredictor`). Each part is compared relative to its own magnitude.
     """
 
     gram: Tensor
@@ -84,8 +108,8 @@ class SufficientStatistics:
     def merge(self, other: SufficientStatistics) -> SufficientStatistics:
         """The statistics of the union of both data sets (the sums add up).
 
-        Raises ``ValueError`` when the shapes differ or the fingerprints show different random features or
-        hyperparameters (one host synchronisation for that check).
+        Raises ``ValueError`` when the shapes differ or the fingerprints show different random features,
+        hyperparameters, noise or mean (one host synchronisation for that check).
         """
         if not isinstance(other, SufficientStatistics):
             raise TypeError(f"merge expects SufficientStatistics, got {type(other).__name__}.")
@@ -95,10 +119,15 @@ class SufficientStatistics:
                     f"Cannot merge statistics with {name} of shapes {tuple(getattr(self, name).shape)} and "
                     f"{tuple(getattr(other, name).shape)}: both must come from the same model and target shape."
                 )
-        if self.input_dim != other.input_dim or not fingerprints_agree(self.fingerprint, other.fingerprint):
+        differing = (
+            "input dimension"
+            if self.input_dim != other.input_dim
+            else fingerprint_mismatch(self.fingerprint, other.fingerprint, self.root_dim)
+        )
+        if differing is not None:
             raise ValueError(
-                "Cannot merge statistics computed with different random features or hyperparameters; build "
-                "every part with the same kernel (same seed, or load one state_dict everywhere)."
+                f"Cannot merge statistics computed with different {differing}; build every part with the same model "
+                "(same seed and hyperparameters, or load one state_dict everywhere)."
             )
         summed = {name: getattr(self, name) + getattr(other, name) for name in SUMMED_FIELDS}
         return SufficientStatistics(**summed, fingerprint=self.fingerprint, input_dim=self.input_dim)

@@ -29,7 +29,8 @@ def _estimates(feature_map: AdditiveFourierFeatures, x1, x2, draws: int) -> torc
 @pytest.mark.parametrize("kernel", ["rbf", "matern32"])
 @pytest.mark.parametrize("order", [1, 2])
 def test_mean_and_variance_match_the_closed_forms(kernel, order, float64):
-    feature_map = AdditiveFourierFeatures(4, 6, kernel=kernel, order=order, features_per_pair=4, seed=0)
+    pair_features = {"features_per_pair": 4} if order == 2 else {}
+    feature_map = AdditiveFourierFeatures(4, 6, kernel=kernel, order=order, seed=0, **pair_features)
     x1, x2 = _inputs()
     values = _estimates(feature_map, x1, x2, NUM_DRAWS)
     variance = feature_map.variance(x1, x2)
@@ -78,6 +79,8 @@ def test_bad_input_errors():
         AdditiveFourierFeatures(3, 5)
     with pytest.raises(ValueError, match="features_per_pair must be even"):
         AdditiveFourierFeatures(3, 4, order=2, features_per_pair=3)
+    with pytest.raises(ValueError, match="features_per_pair=4 sizes the pairwise interactions.*drop features_per_pair"):
+        AdditiveFourierFeatures(3, 8, features_per_pair=4)
     with pytest.raises(ValueError, match="order must be 1 or 2"):
         AdditiveFourierFeatures(3, 4, order=3)
     with pytest.raises(ValueError, match="'rbf'"):

@@ -11,6 +11,7 @@ from gprf.features import RandomFourierFeatures
 from gprf.features.nested import (
     chunked_units,
     complete_orthonormal_rows,
+    mixed_seed,
     next_draw_version,
     observe_draw_version,
     stream_generator,
@@ -37,6 +38,13 @@ def test_stream_generators_depend_on_seed_and_chunk_only():
     draw = lambda seed, chunk: torch.rand(4, generator=stream_generator(seed, chunk))  # noqa: E731
     assert torch.equal(draw(5, 2), draw(5, 2))
     assert not torch.equal(draw(5, 2), draw(5, 3)) and not torch.equal(draw(5, 2), draw(6, 2))
+
+
+def test_mixed_seeds_are_reproducible_distinct_and_valid_for_any_int_seed():
+    seeds = {mixed_seed(seed, key) for seed in (-3, 0, 1, 2**70 + 5) for key in (0, 1, 2)}
+    assert len(seeds) == 12 and all(0 <= seed < 2**63 for seed in seeds)
+    assert mixed_seed(7, 1) == mixed_seed(7, 1)
+    torch.Generator().manual_seed(max(seeds))  # a valid torch seed
 
 
 def _uniform_chunk(generator, chunk, head):

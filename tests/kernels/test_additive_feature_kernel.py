@@ -83,7 +83,8 @@ def test_second_order_exact_kernel_sums_pairwise_products_and_ties_tau():
 @pytest.mark.parametrize("order", [1, 2])
 def test_monte_carlo_mean_and_variance_of_the_kernel(order):
     num_draws = 300
-    kernel = AdditiveFeatureKernel(6, num_dims=3, order=order, features_per_pair=4, ard_num_dims=3, seed=0).double()
+    pair_features = {"features_per_pair": 4} if order == 2 else {}
+    kernel = AdditiveFeatureKernel(6, num_dims=3, order=order, ard_num_dims=3, seed=0, **pair_features).double()
     kernel.lengthscale = torch.tensor([[0.6, 1.0, 1.7]], dtype=torch.float64)
     if order == 2:
         kernel.interaction_variance = 0.5
@@ -164,3 +165,5 @@ def test_bad_input_errors():
         ExactAdditiveKernel(kernel="cosine")
     with pytest.raises(ValueError, match="num_dims=3"):
         AdditiveFeatureKernel(8, num_dims=2)(_x(d=3)).to_dense()
+    with pytest.raises(ValueError, match="features_per_pair=4 sizes the pairwise interactions.*pass order=2"):
+        AdditiveFeatureKernel(8, num_dims=3, features_per_pair=4)

@@ -22,6 +22,7 @@ import gprf
 import gprf.kernels
 from gprf.exceptions import LowRankStructureWarning
 from gprf.features import Skeleton
+from gprf.features.versions import feature_versions
 from gprf.kernels import (
     AdditiveFeatureKernel,
     ArcCosineQuadratureKernel,
@@ -44,7 +45,7 @@ from gprf.kernels import (
     is_feature_kernel,
     unwrap_scale_kernel,
 )
-from gprf.kernels.feature_kernel import feature_versions, same_inputs
+from gprf.kernels.feature_kernel import same_inputs
 from gprf.linalg import FeatureRootLinearOperator, SignedRootLinearOperator, feature_root
 from tests.conftest import concrete_exported_classes
 from tests.kernels.conftest import SPECTRUM

@@ -13,6 +13,7 @@ import pytest
 import torch
 from gpytorch.kernels import MaternKernel, ProductKernel, RBFKernel, ScaleKernel
 
+import gprf
 from gprf.kernels import FeatureProductKernel, PolynomialSketchKernel, RandomFourierKernel
 from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, num_dims_of
 from tests.prediction.conftest import ExactModel, train_by_mll
@@ -75,9 +76,18 @@ def _pairs() -> tuple[torch.Tensor, torch.Tensor]:
     return x1, x2
 
 
+def _self_product(method: str, num_features: int = 8) -> FeatureProductKernel:
+    """An RBF kernel on all four columns times itself (one kernel object, so one draw unless the product redraws)."""
+    rbf = RandomFourierKernel(num_features, num_dims=4, ard_num_dims=4, seed=0)
+    rbf.lengthscale = torch.tensor([0.7, 1.3, 0.9, 1.1])
+    sketched = None if method == "kronecker" else num_features
+    return FeatureProductKernel(rbf, rbf, num_features=sketched, method=method, seed=2).double()
+
+
+@pytest.mark.parametrize("build", [_disjoint_product, _self_product])
 @pytest.mark.parametrize("method", ["kronecker", "joint", "permutation"])
-def test_monte_carlo_mean_is_the_exact_product_and_variance_the_closed_form(method):
-    kernel, (x1, x2) = _disjoint_product(method), _pairs()
+def test_monte_carlo_mean_is_the_exact_product_and_variance_the_closed_form(method, build):
+    kernel, (x1, x2) = build(method), _pairs()
     num_draws = 1500
     generator = torch.Generator().manual_seed(7)
     with torch.no_grad():
@@ -121,6 +131,59 @@ def test_kronecker_of_an_exact_factor_has_the_factors_variance():
         v2 = 1.5**2 * matern.base_kernel.feature_map.variance(m1, m2)
         expected = (v1 + k1.square()) * (v2 + k2.square()) - (k1 * k2).square()
         torch.testing.assert_close(kernel.variance(x1, x2), expected)
+
+
+def _times_itself(how: str, kernel: RandomFourierKernel):
+    if how == "k * k":
+        return kernel * kernel
+    if how == "same seed":
+        twin = RandomFourierKernel(kernel.num_features, num_dims=2, seed=kernel.feature_map.seed).double()
+        twin.raw_lengthscale = kernel.raw_lengthscale
+        return kernel * twin
+    if how == "FeatureProductKernel(k, k)":
+        return FeatureProductKernel(kernel, kernel, num_features=kernel.root_dim)
+    return gprf.random_features(ProductKernel(kernel, kernel), kernel.root_dim)
+
+
+@pytest.mark.parametrize("how", ["k * k", "same seed", "FeatureProductKernel(k, k)", "random_features"])
+def test_a_kernel_times_itself_estimates_its_square(how):
+    """A repeated factor gets its own draws: the estimate of k(x, y)^2 is within Z_BOUND closed-form standard
+    deviations everywhere (one shared draw estimates k(2(x - y)) instead, dozens of standard deviations off)."""
+    kernel = RandomFourierKernel(4096, num_dims=2, seed=0).double()
+    kernel.lengthscale = 0.8
+    product = _times_itself(how, kernel)
+    assert isinstance(product, FeatureProductKernel) and product.method == "joint"
+    first, second = product.kernels
+    assert first.raw_lengthscale is second.raw_lengthscale  # one hyperparameter, two draws
+    assert not torch.equal(first.feature_map.frequencies, second.feature_map.frequencies)
+    generator = torch.Generator().manual_seed(0)
+    x1 = 0.7 * torch.randn(64, 2, generator=generator, dtype=torch.float64)
+    x2 = x1 + 0.5 * torch.randn(64, 2, generator=generator, dtype=torch.float64)
+    with torch.no_grad():
+        square = kernel.exact()(x1, x2, diag=True).square()
+        z = (product(x1, x2, diag=True) - square) / product.variance(x1, x2).sqrt()
+    assert z.abs().max() < Z_BOUND
+
+
+def test_a_repeated_factor_keeps_its_own_draws_reproducibly():
+    kernel = RandomFourierKernel(16, num_dims=2, seed=0).double()
+    product, again = kernel * kernel, kernel * kernel
+    copy = product.kernels[1]
+    assert product.kernels[0] is kernel and copy is not kernel
+    assert copy.feature_map.seed not in (None, 0)
+    # Seeded: the same copy every time, and resample_features() without a generator redraws each factor's own draw.
+    torch.testing.assert_close(copy.feature_map.frequencies, again.kernels[1].feature_map.frequencies, rtol=0, atol=0)
+    before = copy.feature_map.frequencies.clone()
+    product.resample_features()
+    torch.testing.assert_close(copy.feature_map.frequencies, before, rtol=0, atol=0)
+    assert not torch.equal(kernel.feature_map.frequencies, copy.feature_map.frequencies)
+    # Products of products: no factor repeats another's seed, however deep.
+    triple = (kernel * kernel) * kernel
+    seeds = [factor.feature_map.seed for factor in (*triple.kernels[0].kernels, triple.kernels[1])]
+    assert len(set(seeds)) == 3
+    # Training the product trains the one lengthscale.
+    kernel.lengthscale = 0.5
+    torch.testing.assert_close(copy.lengthscale, torch.tensor([[0.5]], dtype=torch.float64))
 
 
 # ---------------------------------------------------------------------- structure, tying, serialisation

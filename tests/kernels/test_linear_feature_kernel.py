@@ -67,7 +67,7 @@ def test_contract_without_draws_state_dict_pickle_and_batch_indexing():
     import copy
     import pickle
 
-    from gprf.kernels.feature_kernel import feature_versions
+    from gprf.features.versions import feature_versions
     from gprf.linalg import FeatureRootLinearOperator, feature_root
 
     kernel = LinearFeatureKernel(3, ard_num_dims=3, batch_shape=torch.Size([2])).double()

@@ -134,6 +134,14 @@ def test_marginal_likelihood_names_the_bad_rows(num_features, where):
             mll(model(x), y)
 
 
+def test_marginal_likelihood_of_no_training_points_is_refused():
+    x, y = torch.empty(0, 3, dtype=torch.float64), torch.empty(0, dtype=torch.float64)
+    model = make_model(x, y).train()
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
+    with pytest.raises(ValueError, match="marginal likelihood of 0 training points is undefined"):
+        mll(model(x), y)
+
+
 def test_factor_dtype_setting_reaches_the_marginal_likelihood():
     x, y = make_data(n=60)
     model = make_model(x, y, num_features=16).train()

@@ -1,5 +1,6 @@
 """Helpers shared by the prediction tests (and others): the plain GPyTorch model users have, reproducible data, a
-model with non-default hyperparameters, the dense weight-space posterior, and marginal-likelihood training."""
+model with non-default hyperparameters, the dense weight-space posterior, marginal-likelihood training and an
+optimizer step."""
 
 from __future__ import annotations
 
@@ -62,6 +63,12 @@ def weight_space_prediction(model, train_x, train_y, test_x, noise):
     mean = (r_test @ torch.linalg.solve(capacitance, rhs)).squeeze(-1) + mean_const
     covar = r_test @ torch.linalg.solve(capacitance, r_test.mT)
     return mean, covar
+
+
+def optimizer_step(parameter: torch.nn.Parameter) -> None:
+    """One SGD step on ``parameter`` with a unit gradient: an in-place write, as training in eval mode makes."""
+    parameter.grad = torch.ones_like(parameter)
+    torch.optim.SGD([parameter], lr=0.3).step()
 
 
 @pytest.fixture

@@ -15,7 +15,14 @@ from gprf.exceptions import DispatchFallbackWarning, NonFiniteTrainingDataError
 from gprf.kernels import RandomFourierKernel
 from gprf.linalg import CapacitanceFactor, FeatureRootAddedDiagLinearOperator
 from gprf.prediction import FeatureSpacePredictionStrategy
-from tests.prediction.conftest import ExactModel, make_data, make_model, train_by_mll, weight_space_prediction
+from tests.prediction.conftest import (
+    ExactModel,
+    make_data,
+    make_model,
+    optimizer_step,
+    train_by_mll,
+    weight_space_prediction,
+)
 
 
 def test_dispatch_with_and_without_scale_kernel(data64):
@@ -244,18 +251,51 @@ def test_float32_at_small_noise():
     torch.testing.assert_close(var32, var64, rtol=0, atol=1e-3 * model.covar_module.outputscale.item())
 
 
-def test_resampled_features_never_reuse_stale_caches(data64):
+CHANGES = {
+    "resample_features": lambda model: model.covar_module.base_kernel.resample_features(
+        torch.Generator().manual_seed(123)
+    ),
+    "lengthscale setter": lambda model: setattr(
+        model.covar_module.base_kernel, "lengthscale", torch.tensor([0.5, 0.9, 0.3], dtype=torch.float64)
+    ),
+    "optimizer step on the outputscale": lambda model: optimizer_step(model.covar_module.raw_outputscale),
+    "optimizer step on the noise": lambda model: optimizer_step(model.likelihood.raw_noise),
+    "load_state_dict": lambda model: model.load_state_dict(
+        {**model.state_dict(), "covar_module.base_kernel.raw_lengthscale": torch.zeros(1, 3, dtype=torch.float64)}
+    ),
+}
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_predictions_follow_changes_made_in_eval_mode(change, data64):
+    """A changed hyperparameter or feature draw rebuilds the training cache at the next prediction: the answer is
+    the weight-space posterior of the model as it is now (GPyTorch's own exact GP would reuse the old cache)."""
     x, y = data64
     model = make_model(x, y).eval()
     test_x = x[:5] + 0.1
+    before = model(test_x).mean
+    posterior = model.prediction_strategy.weight_space_posterior
     model(test_x)
-    model.covar_module.base_kernel.resample_features(torch.Generator().manual_seed(123))
-    with pytest.raises(RuntimeError, match=r"model.train\(\) and then model.eval\(\)"):
-        model(test_x)
-    model.train()
-    model.eval()
-    mean, _ = weight_space_prediction(model, x, y, test_x, model.likelihood.noise.expand(80))
-    torch.testing.assert_close(model(test_x).mean, mean, rtol=0, atol=1e-8)
+    assert model.prediction_strategy.weight_space_posterior is posterior  # unchanged model: the cache is kept
+    CHANGES[change](model)
+    mean, covariance = weight_space_prediction(model, x, y, test_x, model.likelihood.noise.expand(80))
+    prediction = model(test_x)
+    torch.testing.assert_close(prediction.mean, mean, rtol=0, atol=1e-8)
+    torch.testing.assert_close(prediction.covariance_matrix, covariance, rtol=0, atol=1e-8)
+    assert (prediction.mean - before).abs().max() > 1e-3  # the change mattered
+
+
+def test_fantasy_models_keep_their_caches_and_refuse_new_draws(data64):
+    x, y = data64
+    model = make_model(x, y).eval()
+    model(x[:2])
+    fantasy = model.get_fantasy_model(x[:2] + 0.3, y[:2])
+    expected = fantasy(x[:4]).mean
+    model.covar_module.base_kernel.lengthscale = 2.0  # the original model's kernel: the fantasy has a copy
+    torch.testing.assert_close(fantasy(x[:4]).mean, expected, rtol=0, atol=0)
+    fantasy.covar_module.base_kernel.resample_features(torch.Generator().manual_seed(123))
+    with pytest.raises(RuntimeError, match=r"fantasy model keeps the caches.*model.train\(\) and then model.eval"):
+        fantasy(x[:4])
 
 
 def test_non_finite_training_targets_are_refused_at_prediction():

@@ -145,6 +145,24 @@ def test_one_cluster_equals_the_global_predictor():
     torch.testing.assert_close(a.variance, b.variance, rtol=0, atol=1e-10)
 
 
+@pytest.mark.parametrize("centers", ["test", "cluster"])
+def test_a_lengthscale_changed_in_eval_mode_rebuilds_the_local_factors(centers):
+    x, y = _data()
+    test_x = 0.2 + 0.6 * torch.rand(5, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    model = _model(x, y, centers=centers)
+    with torch.no_grad():
+        before = model(test_x).mean
+        model.covar_module.base_kernel.lengthscale = torch.tensor([0.3, 0.2], dtype=torch.float64)
+        after = model(test_x)
+    fresh = _model(x, y, centers=centers)
+    fresh.covar_module.base_kernel.lengthscale = torch.tensor([0.3, 0.2], dtype=torch.float64)
+    with torch.no_grad():
+        expected = fresh(test_x)
+    assert (after.mean - before).abs().max() > 1e-3
+    torch.testing.assert_close(after.mean, expected.mean, rtol=0, atol=1e-10)
+    torch.testing.assert_close(after.variance, expected.variance, rtol=0, atol=1e-10)
+
+
 def test_given_centres_including_an_empty_one():
     x, y = _data()
     # The last centre has no training point near it (an empty cluster); its factor is still well defined.

@@ -38,6 +38,26 @@ def test_posterior_mean_is_krein_ridge_regression(dtype):
     torch.testing.assert_close(krein_ridge_mean(k64, x64, y64 - 0.2, t64, 0.1) + 0.2, dense, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("change", ["resample_features", "lengthscale"])
+def test_the_mean_follows_new_draws_and_hyperparameters(change):
+    """After resample_features() (or a lengthscale set) on an evaluated model, the mean is that of a model freshly
+    put in eval mode, not the cache of the old draws."""
+    x, y = make_data(60)
+    kernel = signed_kernel()
+    model = signed_model(x, y, kernel).eval()
+    test_x = torch.rand(9, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    before = model(test_x).mean
+    if change == "resample_features":
+        kernel.base_kernel.resample_features(torch.Generator().manual_seed(5))
+    else:
+        kernel.base_kernel.lengthscale = torch.tensor([0.9, 0.5, 0.6], dtype=torch.float64)
+    after = model(test_x).mean
+    model.train()
+    model.eval()
+    torch.testing.assert_close(after, model(test_x).mean, rtol=0, atol=1e-10)
+    assert (after - before).abs().max() > 1e-2
+
+
 def test_psd_operations_raise_instead_of_nan():
     x, y = make_data(40)
     model = signed_model(x, y, signed_kernel())

@@ -1,5 +1,6 @@
 """gprf.streaming.accumulator: StreamingFit accumulates the float64 sufficient statistics chunk by chunk (equal to the
-dense definitions whatever the chunking), several targets, fixed noise per chunk, iterate_chunks, and clear errors."""
+dense definitions whatever the chunking), several targets, fixed noise per chunk, iterate_chunks, and clear errors (a
+model changed between chunks included)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from gpytorch.kernels import ScaleKernel
 from torch.utils.data import DataLoader, TensorDataset
 
 from gprf.streaming import StreamingFit, iterate_chunks, model_root
-from tests.prediction.conftest import make_data, make_model
+from tests.prediction.conftest import make_data, make_model, optimizer_step
 from tests.streaming.conftest import NUM_TRAIN, assert_streamed_matches_in_memory, in_memory_prediction
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -100,6 +101,29 @@ def test_bad_inputs_get_clear_errors():
         StreamingFit.from_model(fixed).update(x, y)
     with pytest.raises(ValueError, match="positive"):
         StreamingFit.from_model(fixed).update(x, y, noise=-torch.ones(40, dtype=torch.float64))
+
+
+CHANGES = {
+    "resample_features": lambda model: model.covar_module.base_kernel.resample_features(
+        torch.Generator().manual_seed(3)
+    ),
+    "lengthscale setter": lambda model: setattr(model.covar_module.base_kernel, "lengthscale", 0.9),
+    "optimizer step on the noise": lambda model: optimizer_step(model.likelihood.raw_noise),
+    "optimizer step on the mean": lambda model: optimizer_step(model.mean_module.constant),
+}
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_chunks_after_a_change_of_the_model_are_refused(change):
+    x, y = make_data(n=40)
+    model = make_model(x, y, num_features=16)
+    fit = StreamingFit.from_model(model).update(x[:20], y[:20])
+    model.load_state_dict(model.state_dict())  # a write of the same values: still one model
+    fit.update(x[20:30], y[20:30])
+    CHANGES[change](model)
+    with pytest.raises(ValueError, match="changed after the first chunk.*start a new StreamingFit"):
+        fit.update(x[30:], y[30:])
+    assert fit.statistics.num_data == 30  # the refused chunk was not added
 
 
 def test_iterate_chunks_splits_every_tensor_alike():

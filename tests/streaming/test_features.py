@@ -11,7 +11,8 @@ from gpytorch.kernels import ScaleKernel
 from gprf.kernels import FeatureSumKernel, RandomFourierKernel
 from gprf.linalg import feature_root
 from gprf.streaming import model_root
-from gprf.streaming.features import feature_fingerprint
+from gprf.streaming.features import likelihood_noise, model_fingerprint
+from gprf.streaming.statistics import fingerprint_mismatch
 from tests.prediction.conftest import ExactModel, make_data, make_model
 from tests.streaming.conftest import NUM_TRAIN, assert_streamed_matches_in_memory
 
@@ -40,21 +41,43 @@ def test_model_root_is_the_decoded_root_or_a_clear_error():
         model_root(ScaleKernel(gpytorch.kernels.RBFKernel()).double(), x)
 
 
-def test_fingerprint_identifies_draws_and_hyperparameters():
+def _fingerprint(model) -> torch.Tensor:
+    return model_fingerprint(
+        model.covar_module, 3, torch.float64, torch.device("cpu"), model.mean_module, model.likelihood
+    )
+
+
+def test_fingerprint_identifies_draws_hyperparameters_noise_and_mean():
     x, y = make_data(n=20)
     model, same, other = (make_model(x, y, num_features=16, seed=seed) for seed in (0, 0, 1))
-    fingerprint = feature_fingerprint(model.covar_module, 3, torch.float64, torch.device("cpu"))
-    assert fingerprint.shape == (16,) and fingerprint.dtype == torch.float64
-    # The scaled root at the probe input (0.1, 0.5, 0.9).
+    fingerprint = _fingerprint(model)
+    assert fingerprint.shape == (18,) and fingerprint.dtype == torch.float64
+    # The scaled root at the probe input (0.1, 0.5, 0.9), then the noise variance 0.05 and the constant mean 0.3.
     probe = torch.tensor([[0.1, 0.5, 0.9]], dtype=torch.float64)
-    torch.testing.assert_close(fingerprint, model_root(model.covar_module, probe).scaled_features()[0].detach())
-    torch.testing.assert_close(
-        feature_fingerprint(same.covar_module, 3, torch.float64, torch.device("cpu")), fingerprint
-    )
-    assert not torch.allclose(
-        feature_fingerprint(other.covar_module, 3, torch.float64, torch.device("cpu")), fingerprint
-    )
+    torch.testing.assert_close(fingerprint[:16], model_root(model.covar_module, probe).scaled_features()[0].detach())
+    torch.testing.assert_close(fingerprint[16:], torch.tensor([0.05, 0.3], dtype=torch.float64))
+    torch.testing.assert_close(_fingerprint(same), fingerprint, rtol=0, atol=0)
+    assert fingerprint_mismatch(_fingerprint(same), fingerprint, 16) is None
+    assert fingerprint_mismatch(_fingerprint(other), fingerprint, 16) == "random features or kernel hyperparameters"
     model.covar_module.base_kernel.lengthscale = 0.9
-    assert not torch.allclose(
-        feature_fingerprint(model.covar_module, 3, torch.float64, torch.device("cpu")), fingerprint
-    )
+    assert fingerprint_mismatch(_fingerprint(model), fingerprint, 16) == "random features or kernel hyperparameters"
+    same.likelihood.noise = 0.06
+    same.mean_module.constant.data.fill_(0.2)
+    assert fingerprint_mismatch(_fingerprint(same), fingerprint, 16) == "likelihood noise and prior mean"
+    # Without a mean module or likelihood, those parts are zero.
+    bare = model_fingerprint(model.covar_module, 3, torch.float64, torch.device("cpu"))
+    assert bare[16:].tolist() == [0.0, 0.0]
+
+
+def test_likelihood_noise_is_what_the_likelihood_itself_adds():
+    x = torch.rand(4, 3, dtype=torch.float64)
+    homoscedastic = gpytorch.likelihoods.GaussianLikelihood().double()
+    homoscedastic.noise = 0.2
+    torch.testing.assert_close(likelihood_noise(homoscedastic, x, torch.Size([4])), torch.full((4,), 0.2).double())
+    fixed = gpytorch.likelihoods.FixedNoiseGaussianLikelihood(torch.full((4,), 0.1, dtype=torch.float64))
+    assert likelihood_noise(fixed, x, torch.Size([4])) is None  # the fixed noise comes with the data
+    learned = gpytorch.likelihoods.FixedNoiseGaussianLikelihood(
+        torch.full((4,), 0.1, dtype=torch.float64), learn_additional_noise=True
+    ).double()
+    learned.second_noise = 0.3
+    torch.testing.assert_close(likelihood_noise(learned, x, torch.Size([4])), torch.full((4,), 0.3).double())

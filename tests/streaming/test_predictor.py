@@ -1,5 +1,6 @@
 """gprf.streaming.predictor: StreamingPredictor predicts chunk by chunk exactly as the in-memory gprf model does
-(batched models, trained hyperparameters, chunked test sets), and refuses other or redrawn features."""
+(batched models, trained hyperparameters, chunked test sets), and refuses another kernel or mean, or one changed after
+it was built."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 import torch
 
 from gprf.streaming import StreamingFit, StreamingPredictor, iterate_chunks
-from tests.prediction.conftest import make_data, make_model, train_by_mll
+from tests.prediction.conftest import make_data, make_model, optimizer_step, train_by_mll
 from tests.streaming.conftest import NUM_TRAIN, TOLERANCE, assert_streamed_matches_in_memory, in_memory_prediction
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -59,21 +60,41 @@ def test_predict_chunks_and_without_mean_module():
     torch.testing.assert_close(whole[0], in_memory_prediction(model, test_x)[0], rtol=0, atol=1e-8)
 
 
-def test_statistics_of_other_features_are_refused():
+def test_statistics_of_another_kernel_or_mean_are_refused():
     x, y = make_data(n=40)
     model = make_model(x, y, num_features=16, seed=0)
     other = make_model(x, y, num_features=16, seed=1)
     statistics = StreamingFit.from_model(model).update(x, y).statistics
-    with pytest.raises(ValueError, match="hyperparameters differ"):
-        StreamingPredictor.from_statistics(statistics, other.covar_module)
+    with pytest.raises(ValueError, match="random features or kernel hyperparameters differ"):
+        StreamingPredictor.from_statistics(statistics, other.covar_module, other.mean_module)
+    # Streamed with a constant mean of 0.3: a predictor without it would be off by 0.3 everywhere.
+    with pytest.raises(ValueError, match="^The prior mean differ.*the same mean_module"):
+        StreamingPredictor.from_statistics(statistics, model.covar_module)
     model.covar_module.base_kernel.lengthscale = 0.9
     with pytest.raises(ValueError, match="hyperparameters differ"):
-        StreamingPredictor.from_statistics(statistics, model.covar_module)
-    model.covar_module.base_kernel.lengthscale = torch.tensor([0.4, 0.7, 1.1], dtype=torch.float64)
-    predictor = StreamingPredictor.from_statistics(statistics, model.covar_module, model.mean_module)
-    model.covar_module.base_kernel.resample_features(torch.Generator().manual_seed(3))
-    with pytest.raises(RuntimeError, match="redrawn"):
-        predictor.predict(x)
+        StreamingPredictor.from_statistics(statistics, model.covar_module, model.mean_module)
+
+
+CHANGES = {
+    "resample_features": lambda model: model.covar_module.base_kernel.resample_features(
+        torch.Generator().manual_seed(3)
+    ),
+    "lengthscale setter": lambda model: setattr(model.covar_module.base_kernel, "lengthscale", 0.9),
+    "optimizer step on the mean": lambda model: optimizer_step(model.mean_module.constant),
+}
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_a_predictor_refuses_a_kernel_or_mean_changed_after_it_was_built(change):
+    x, y = make_data(n=40)
+    model = make_model(x, y, num_features=16)
+    predictor = StreamingFit.from_model(model).update(x, y).predictor()
+    expected = predictor.predict(x[:5])
+    model.load_state_dict(model.state_dict())  # a write of the same values: still the model of the statistics
+    torch.testing.assert_close(predictor.predict(x[:5]), expected, rtol=0, atol=0)
+    CHANGES[change](model)
+    with pytest.raises(RuntimeError, match="changed after this predictor was built.*redrawn"):
+        predictor.predict(x[:5])
 
 
 def test_bad_prediction_inputs():

@@ -1,5 +1,5 @@
 """gprf.streaming.statistics: SufficientStatistics — the exact log marginal likelihood and weight posterior from the
-sums, merging (refused across different features), and moving between devices."""
+sums, merging (refused across different features, noise or mean), and moving between devices."""
 
 from __future__ import annotations
 
@@ -65,3 +65,28 @@ def test_merging_adds_the_sums_of_the_same_features_only():
         whole.merge(several)
     with pytest.raises(TypeError, match="SufficientStatistics"):
         whole.merge({"gram": whole.gram})
+
+
+def test_merging_compares_each_part_of_the_fingerprint_relative_to_its_scale():
+    """Statistics of other draws are refused even at an outputscale of 1e-8 (features of size 1e-5, which an absolute
+    tolerance would call equal), and so are statistics of another noise or mean."""
+    x, y = make_data(n=40)
+    tiny = [make_model(x, y, num_features=16, seed=seed) for seed in (0, 1)]
+    for model in tiny:
+        model.covar_module.outputscale = 1e-8
+    first, second = (StreamingFit.from_model(model).update(x, y).statistics for model in tiny)
+    assert first.fingerprint[:16].abs().max() < 1e-4
+    with pytest.raises(ValueError, match="different random features or kernel hyperparameters;"):
+        first + second
+    model = make_model(x, y, num_features=16)
+    statistics = StreamingFit.from_model(model).update(x, y).statistics
+    model.likelihood.noise = 0.07
+    with pytest.raises(ValueError, match="different likelihood noise;"):
+        statistics + StreamingFit.from_model(model).update(x, y).statistics
+    model.likelihood.noise = 0.05
+    model.mean_module.constant.data.fill_(0.1)
+    with pytest.raises(ValueError, match="different prior mean;"):
+        statistics + StreamingFit.from_model(model).update(x, y).statistics
+    model.mean_module.constant.data.fill_(0.3)
+    merged = statistics + StreamingFit.from_model(model).update(x, y).statistics  # the same model again
+    torch.testing.assert_close(merged.num_data, torch.tensor(80.0, dtype=torch.float64))
