@@ -1,11 +1,46 @@
-"""Global switches, used as context managers (GPyTorch style)."""
+"""Global switches, used as context managers (GPyTorch style).
+
+Every setting is a process-wide value with a default: ``with setting(value):`` sets it and the block's exit restores
+what was set before, also when the block raises, so blocks nest. Process-wide means that a value set in one thread is
+seen by every thread (autograd's device threads, for one, read it during a backward pass run inside the block), and
+that the settings are not thread-safe: blocks of one setting entered concurrently in several threads restore one
+another's values in the wrong order. Enter them from one thread at a time.
+
+This module is the package's ground floor: it imports torch only, so that every other module may read the settings.
+"""
 
 from __future__ import annotations
+
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 
 
-class validate_inputs:
+class _Setting:
+    """A process-wide value that a ``with`` block sets and its exit restores.
+
+    Subclasses declare the default as the class attribute ``_value``, check their arguments in ``__init__`` and pass
+    the value the block sets to ``super().__init__``; their classmethods read ``cls._value``. Each entry pushes the
+    value it replaces onto the instance's own stack, so an instance may be entered again, also within itself.
+    """
+
+    _value: ClassVar[Any]
+
+    def __init__(self, value: object) -> None:
+        self._block_value = value
+        self._replaced: list[object] = []
+
+    def __enter__(self) -> None:
+        setting = type(self)
+        self._replaced.append(setting._value)
+        setting._value = self._block_value
+
+    def __exit__(self, *exc_info: object) -> bool:
+        type(self)._value = self._replaced.pop()
+        return False  # exceptions propagate
+
+
+class validate_inputs(_Setting):
     """Whether feature maps check their inputs for NaN/inf.
 
     ``"auto"`` (default) checks CPU tensors only: the check is free there, while on CUDA it forces a
@@ -18,30 +53,23 @@ class validate_inputs:
         ...     loss = -mll(model(train_x), train_y)
     """
 
-    _state: bool | str = "auto"
+    _value: ClassVar[bool | str] = "auto"
 
     def __init__(self, state: bool | str = True) -> None:
         if state not in (True, False, "auto"):
             raise ValueError(f"validate_inputs takes True, False or 'auto', got {state!r}.")
-        self.state = state
-        self.prev: bool | str = "auto"
+        super().__init__(state)
 
     @classmethod
     def applies_to(cls, x: torch.Tensor) -> bool:
-        if cls._state == "auto":
+        """Whether ``x`` is checked under the current setting."""
+        if cls._value == "auto":
             return x.device.type == "cpu"
-        return bool(cls._state)
-
-    def __enter__(self) -> None:
-        self.prev = validate_inputs._state
-        validate_inputs._state = self.state
-
-    def __exit__(self, *args: object) -> bool:
-        validate_inputs._state = self.prev
-        return False
+        return bool(cls._value)
 
 
-class factor_dtype:
+class factor_dtype(_Setting):
+
     r"""The dtype in which every :math:`F\times F` capacitance (and every :math:`N\times N` matrix of the
     few-points route) is formed and factored, and in which streamed sufficient statistics are summed.
 
@@ -55,13 +83,12 @@ class factor_dtype:
         ...     loss = -mll(model(train_x), train_y)
     """
 
-    _value: torch.dtype = torch.float64
+    _value: ClassVar[torch.dtype] = torch.float64
 
     def __init__(self, dtype: torch.dtype) -> None:
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"factor_dtype takes torch.float32 or torch.float64, got {dtype!r}.")
-        self.dtype = dtype
-        self.prev = torch.float64
+        super().__init__(dtype)
 
     @classmethod
     def value(cls) -> torch.dtype:
@@ -73,16 +100,20 @@ class factor_dtype:
         """The complex dtype of the same precision (Hermitian capacitances of complex features)."""
         return torch.complex128 if cls._value == torch.float64 else torch.complex64
 
-    def __enter__(self) -> None:
-        self.prev = factor_dtype._value
-        factor_dtype._value = self.dtype
 
-    def __exit__(self, *args: object) -> bool:
-        factor_dtype._value = self.prev
-        return False
+@runtime_checkable
+class _WarmStartState(Protocol):
+    """What the weight-space CG solve reads and writes in a caller's warm-start state (as
+    :class:`gprf.linalg.WeightSpaceCGState` does), checked by its members so that this module imports no other."""
+
+    solution: torch.Tensor | None
+    iterations: int | None
+    converged: bool | None
+
+    def guess_for(self, projection: torch.Tensor) -> torch.Tensor | None: ...
 
 
-class weight_space_solver:
+class weight_space_solver(_Setting):
     r"""How the marginal likelihood treats the :math:`F\times F` capacitance :math:`C = I + s\,R^\top\Sigma^{-1}R`.
 
     ``"cholesky"`` factors :math:`C` (exact, :math:`O(F^3)` forward and backward). ``"cg"`` solves with
@@ -114,7 +145,7 @@ class weight_space_solver:
         ...     loss = -mll(model(train_x), train_y)
     """
 
-    _active: weight_space_solver | None = None
+    _value: ClassVar[weight_space_solver | None] = None  # None: the defaults
 
     def __init__(
         self,
@@ -126,7 +157,7 @@ class weight_space_solver:
         num_probes: int = 16,
         preconditioner_rank: int = 256,
         probe_seed: int | None = 0,
-        state: object | None = None,
+        state: _WarmStartState | None = None,
     ) -> None:
         if solver not in ("auto", "cholesky", "cg"):
             raise ValueError(f"weight_space_solver takes 'auto', 'cholesky' or 'cg', got {solver!r}.")
@@ -142,9 +173,7 @@ class weight_space_solver:
             raise ValueError(f"weight_space_solver: tolerance is a relative residual in (0, 1), got {tolerance!r}.")
         if probe_seed is not None and (isinstance(probe_seed, bool) or not isinstance(probe_seed, int)):
             raise ValueError(f"weight_space_solver: probe_seed must be an integer or None, got {probe_seed!r}.")
-        from gprf.linalg.weight_space_cg import WeightSpaceCGState  # gprf.linalg imports this module
-
-        if state is not None and not isinstance(state, WeightSpaceCGState):
+        if state is not None and not isinstance(state, _WarmStartState):
             raise ValueError(
                 f"weight_space_solver: state must be a gprf.linalg.WeightSpaceCGState or None, got {type(state)!r}."
             )
@@ -156,27 +185,19 @@ class weight_space_solver:
         self.preconditioner_rank = preconditioner_rank
         self.probe_seed = probe_seed
         self.state = state
-        self.prev: weight_space_solver | None = None
+        super().__init__(self)  # a block makes this whole setting the current one
 
     @classmethod
     def current(cls) -> weight_space_solver:
         """The active setting (the defaults outside any ``with`` block)."""
-        return cls._active if cls._active is not None else cls()
+        return cls._value if cls._value is not None else cls()
 
     def uses_cg(self, num_features: int) -> bool:
         """Whether a capacitance of ``num_features`` columns is solved by CG under this setting."""
         return self.solver == "cg" or (self.solver == "auto" and num_features >= self.auto_threshold)
 
-    def __enter__(self) -> None:
-        self.prev = weight_space_solver._active
-        weight_space_solver._active = self
 
-    def __exit__(self, *args: object) -> bool:
-        weight_space_solver._active = self.prev
-        return False
-
-
-class feature_chunk_size:
+class feature_chunk_size(_Setting):
     r"""Whether the marginal likelihood of a feature kernel forms its :math:`N\times F` root, or sums
     :math:`R^\top\Sigma^{-1}R` and :math:`R^\top\Sigma^{-1}Y` over row chunks whose features are recomputed in the
     backward pass (:func:`gprf.linalg.chunked_gram.chunked_gram_projection`: memory :math:`O(\text{chunk}\cdot F +
@@ -197,14 +218,13 @@ class feature_chunk_size:
     CHUNK_ELEMENTS = 2**23
     SUMS_CHUNK_ELEMENTS = 2**20
     MIN_CHUNK_ROWS = 256
-    _value: int | bool | str = "auto"
+    _value: ClassVar[int | bool | str] = "auto"
 
     def __init__(self, rows: int | bool | str = "auto") -> None:
         valid = rows is False or rows == "auto" or (isinstance(rows, int) and not isinstance(rows, bool) and rows > 0)
         if not valid:
             raise ValueError(f"feature_chunk_size takes a positive number of rows, False or 'auto', got {rows!r}.")
-        self.rows_setting = rows
-        self.prev: int | bool | str = "auto"
+        super().__init__(rows)
 
     @classmethod
     def chunk_rows(cls, num_columns: int) -> int:
@@ -238,11 +258,3 @@ class feature_chunk_size:
             return None
         rows = cls.chunk_rows(num_columns)
         return rows if num_points > rows else None
-
-    def __enter__(self) -> None:
-        self.prev = feature_chunk_size._value
-        feature_chunk_size._value = self.rows_setting
-
-    def __exit__(self, *args: object) -> bool:
-        feature_chunk_size._value = self.prev
-        return False

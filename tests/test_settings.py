@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
@@ -47,6 +49,13 @@ def test_weight_space_solver_modes():
     assert gprf.settings.weight_space_solver.current().solver == "auto"
 
 
+class _GuessOnly:
+    """A warm start without the fields the solve writes back (solution, iterations, converged)."""
+
+    def guess_for(self, projection):
+        return None
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -58,6 +67,7 @@ def test_weight_space_solver_modes():
         (dict(tolerance=0.0), r"tolerance is a relative residual in \(0, 1\)"),
         (dict(probe_seed="zero"), "probe_seed must be an integer or None"),
         (dict(state={}), "state must be a gprf.linalg.WeightSpaceCGState"),
+        (dict(state=_GuessOnly()), "state must be a gprf.linalg.WeightSpaceCGState"),
     ],
 )
 def test_weight_space_solver_refuses_bad_values(kwargs, message):
@@ -93,3 +103,67 @@ def test_chunked_sums_chunk_every_root_and_keep_explicit_choices():
     with rule(False), rule.chunked(512, cpu):
         assert rule.rows(10**6, 512) is None
     assert rule.rows(5000, 512) is None  # restored: "auto" forms small roots
+
+
+_CPU, _META = torch.empty(1, 1), torch.empty(1, 1, device="meta")
+_RULE = gprf.settings.feature_chunk_size
+_BIG = _RULE.AUTO_MIN_ELEMENTS // 1024
+# Per setting: two values a block may set and a reading of the current value through the public API that tells
+# each value from the default and from the other.
+SETTINGS = {
+    "validate_inputs": (
+        gprf.settings.validate_inputs,
+        True,
+        False,
+        lambda: (gprf.settings.validate_inputs.applies_to(_CPU), gprf.settings.validate_inputs.applies_to(_META)),
+    ),
+    "factor_dtype": (gprf.settings.factor_dtype, torch.float32, torch.float64, gprf.settings.factor_dtype.value),
+    "weight_space_solver": (
+        gprf.settings.weight_space_solver,
+        "cg",
+        "cholesky",
+        lambda: gprf.settings.weight_space_solver.current().solver,
+    ),
+    "feature_chunk_size": (_RULE, 100, False, lambda: (_RULE.rows(101, 8), _RULE.rows(_BIG, 1024))),
+}
+
+
+@pytest.mark.parametrize("name", SETTINGS)
+def test_blocks_nest_and_restore_the_previous_value_after_an_exception(name):
+    setting, outer, inner, read = SETTINGS[name]
+    default = read()
+    with setting(outer):
+        at_outer = read()
+        with pytest.raises(RuntimeError, match="raised inside"), setting(inner):
+            at_inner = read()
+            raise RuntimeError("raised inside the inner block")
+        assert read() == at_outer
+    assert read() == default
+    assert at_outer != default and at_inner != at_outer  # each block changed the reading
+
+
+@pytest.mark.parametrize("name", SETTINGS)
+def test_one_instance_may_be_entered_again_within_itself(name):
+    setting, outer, inner, read = SETTINGS[name]
+    default = read()
+    block = setting(outer)
+    with block:
+        at_outer = read()
+        with setting(inner):
+            at_inner = read()
+            with block:
+                assert read() == at_outer
+            assert read() == at_inner  # each entry restores what it replaced, not the instance's first
+        assert read() == at_outer
+    assert read() == default
+
+
+def test_settings_are_process_wide():
+    # Documented: a value set in one thread is seen by every thread (not thread-local, not thread-safe).
+    seen = []
+    with gprf.settings.factor_dtype(torch.float32):
+        thread = threading.Thread(target=lambda: seen.append(gprf.settings.factor_dtype.value()))
+        thread.start()
+        thread.join()
+    assert seen == [torch.float32]
+    assert gprf.settings.factor_dtype.value() == torch.float64
