@@ -44,8 +44,8 @@ from gprf.fitting.fit_arguments import (
 )
 from gprf.fitting.row_subsample import subsample_rows, training_rows
 from gprf.fitting.scale_fit import fit_scale_hyperparameters, supports_exact_scale_fit
+from gprf.kernels.feature_kernel import FeatureKernel
 from gprf.kernels.feature_map_owner import FeatureMapOwner
-from gprf.kernels.feature_product_kernel import FeatureProductKernel
 
 #: The exact refit's cost in float64 multiply-adds, in units of N F^2 (the Gram) and F^3 (tridiagonalisation at
 #: memory-bound speed, its reflectors and the eigenvectors of the tridiagonal matrix).
@@ -158,6 +158,7 @@ def fit_mll(
     nested = _nested_kernels(model, tune_features)
     subsample = tune_rows is not None and num_rows > tune_rows
     small = not nested and not subsample
+    exact_scale_fit = supports_exact_scale_fit(mll)  # the likelihood and kernel types do not change during the fit
     if finish_steps is None:
         finish_steps = 100 if small else 0
 
@@ -177,14 +178,14 @@ def fit_mll(
         checkpoints.append(("tuning", parameter_values(mll)))
     clock.checkpoint("tune")
 
-    if supports_exact_scale_fit(mll):
+    if exact_scale_fit:
         result = fit_scale_hyperparameters(mll)
         report("scale refit (full data, full F)", None, detail=str(result))
         checkpoints.append(("the scale refit", parameter_values(mll)))
         clock.checkpoint("scale")
     if finish_steps > 0 and clock.left() > 0:
         _lbfgs(mll, finish_steps, clock, reserve, lambda loss: report("finish (L-BFGS, full data, full F)", loss))
-        if supports_exact_scale_fit(mll) and clock.left() >= reserve:
+        if exact_scale_fit and clock.left() >= reserve:
             checkpoints.append(("the finishing L-BFGS", parameter_values(mll)))
             fit_scale_hyperparameters(mll)
         clock.checkpoint("finish")
@@ -206,20 +207,20 @@ def _check_mll(mll: object) -> ExactGP:
 
 
 def _nested_kernels(model: ExactGP, tune_features: int | None) -> list[FeatureMapOwner]:
-    """The model's feature kernels with more than ``tune_features`` features whose draws can be nested (factors of
-    products excepted)."""
+    """The model's feature kernels with more than ``tune_features`` features whose draws can be nested: every
+    feature-map owner except those inside a kernel whose parts keep their draws
+    (:meth:`~gprf.kernels.FeatureKernel.part_draws_nest`, e.g. the factors of products), and maps without prefixes."""
     if tune_features is None:
         return []
-    # A product pairs its factors' features column by column, so its factors keep their full draws.
-    in_products = {
-        id(factor)
-        for product in model.covar_module.modules()
-        if isinstance(product, FeatureProductKernel)
-        for factor in product.modules()
+    kept_whole = {
+        id(module)
+        for kernel in model.covar_module.modules()
+        if isinstance(kernel, FeatureKernel) and not kernel.part_draws_nest()
+        for module in kernel.modules()
     }
     kernels = []
     for module in _feature_kernels(model):
-        if module.num_features > tune_features and id(module) not in in_products:
+        if module.num_features > tune_features and id(module) not in kept_whole:
             try:
                 module.feature_map.resized(tune_features)
             except NotImplementedError:

@@ -102,6 +102,49 @@ class _ScalePriors(torch.nn.Module):
         return total
 
 
+def _scale_fit_refusal(mll: object) -> str | None:
+    """Why :func:`fit_scale_hyperparameters` does not apply to ``mll`` (the message of its ``TypeError``), or ``None``
+    where it applies: a homoscedastic Gaussian likelihood and a gprf feature covariance in an ``ExactGP``.
+
+    Raises:
+        ValueError: The model does not hold one training input tensor (as the fit itself).
+    """
+    if not isinstance(mll, ExactMarginalLogLikelihood) or not isinstance(mll.model, ExactGP):
+        return (
+            "fit_scale_hyperparameters takes gpytorch.mlls.ExactMarginalLogLikelihood of an ExactGP, got "
+            f"{type(mll).__name__}; fit other objectives with a gradient-based optimizer."
+        )
+    model, likelihood = mll.model, mll.likelihood
+    if model.train_inputs is None or len(model.train_inputs) != 1:
+        raise ValueError(
+            "fit_scale_hyperparameters needs a model with one training input tensor (model.set_train_data)."
+        )
+    homoscedastic = isinstance(likelihood, GaussianLikelihood) and isinstance(
+        likelihood.noise_covar, HomoskedasticNoise
+    )
+    if isinstance(likelihood, FixedNoiseGaussianLikelihood) or not homoscedastic:
+        return (
+            f"fit_scale_hyperparameters fits a homoscedastic gpytorch GaussianLikelihood (one noise variance per "
+            f"batch member), got {type(likelihood).__name__}; fit models with this likelihood by gradient-based "
+            "fitting of the marginal likelihood instead (e.g. botorch.fit_gpytorch_mll or torch.optim)."
+        )
+    for name in ("covar_module", "mean_module"):
+        if not isinstance(getattr(model, name, None), torch.nn.Module):
+            return f"fit_scale_hyperparameters needs the model's {name} (GPyTorch's ExactGP convention)."
+    if not is_feature_kernel(model.covar_module):
+        return (
+            f"fit_scale_hyperparameters needs a gprf random-feature covar_module (optionally in ScaleKernel), got "
+            f"{type(unwrap_scale_kernel(model.covar_module)).__name__}; fit other kernels by gradient-based fitting."
+        )
+    return None
+
+
+def supports_exact_scale_fit(mll: object) -> bool:
+    """Whether :func:`fit_scale_hyperparameters` applies to ``mll`` (a homoscedastic Gaussian likelihood and a gprf
+    feature covariance in an ``ExactGP``); where it does not, the fit raises a ``TypeError`` saying why."""
+    return _scale_fit_refusal(mll) is None
+
+
 @dataclass
 class _ScaleParameters:
     """The modules whose parameters the exact fit optimises, found (and checked) from an ``ExactGP``."""
@@ -114,34 +157,11 @@ class _ScaleParameters:
 
     @classmethod
     def from_mll(cls, mll: object) -> _ScaleParameters:
-        if not isinstance(mll, ExactMarginalLogLikelihood) or not isinstance(mll.model, ExactGP):
-            raise TypeError(
-                "fit_scale_hyperparameters takes gpytorch.mlls.ExactMarginalLogLikelihood of an ExactGP, got "
-                f"{type(mll).__name__}; fit other objectives with a gradient-based optimizer."
-            )
+        refusal = _scale_fit_refusal(mll)
+        if refusal is not None:
+            raise TypeError(refusal)
         model, likelihood = mll.model, mll.likelihood
-        if model.train_inputs is None or len(model.train_inputs) != 1:
-            raise ValueError(
-                "fit_scale_hyperparameters needs a model with one training input tensor (model.set_train_data)."
-            )
-        homoscedastic = isinstance(likelihood, GaussianLikelihood) and isinstance(
-            likelihood.noise_covar, HomoskedasticNoise
-        )
-        if isinstance(likelihood, FixedNoiseGaussianLikelihood) or not homoscedastic:
-            raise TypeError(
-                f"fit_scale_hyperparameters fits a homoscedastic gpytorch GaussianLikelihood (one noise variance per "
-                f"batch member), got {type(likelihood).__name__}; fit models with this likelihood by gradient-based "
-                "fitting of the marginal likelihood instead (e.g. botorch.fit_gpytorch_mll or torch.optim)."
-            )
-        for name in ("covar_module", "mean_module"):
-            if not isinstance(getattr(model, name, None), torch.nn.Module):
-                raise TypeError(f"fit_scale_hyperparameters needs the model's {name} (GPyTorch's ExactGP convention).")
         covar_module, mean_module = model.covar_module, model.mean_module
-        if not is_feature_kernel(covar_module):
-            raise TypeError(
-                f"fit_scale_hyperparameters needs a gprf random-feature covar_module (optionally in ScaleKernel), got "
-                f"{type(unwrap_scale_kernel(covar_module)).__name__}; fit other kernels by gradient-based fitting."
-            )
         scale_kernel = covar_module if isinstance(covar_module, ScaleKernel) else None
         constant_mean = mean_module if isinstance(mean_module, ConstantMean) else None
         offset_mean = None if isinstance(mean_module, (ConstantMean, ZeroMean)) else mean_module
@@ -161,16 +181,6 @@ class _ScaleParameters:
     def has_constant_prior_or_constraint(self) -> bool:
         mean = self.constant_mean
         return any(module is mean for module, _, _ in self.priors.priors) or hasattr(mean, "raw_constant_constraint")
-
-
-def supports_exact_scale_fit(mll: object) -> bool:
-    """Whether :func:`fit_scale_hyperparameters` applies to ``mll`` (a homoscedastic Gaussian likelihood and a gprf
-    feature covariance in an ``ExactGP``) instead of raising its ``TypeError``."""
-    try:
-        _ScaleParameters.from_mll(mll)
-    except TypeError:
-        return False
-    return True
 
 
 def _training_inputs(model: ExactGP) -> Tensor:

@@ -135,6 +135,17 @@ class FeatureKernel(VisibleWrites, Kernel, ABC):
     def prediction_strategy(self, train_inputs, train_prior_dist, train_labels, likelihood):
         return FeatureSpacePredictionStrategy(train_inputs, train_prior_dist, train_labels, likelihood)
 
+    def part_draws_nest(self) -> bool:
+        """Whether each feature draw inside this kernel may be cut to a prefix on its own while the others keep theirs
+        (:meth:`~gprf.kernels.FeatureMapOwner.features_resized`), as :func:`gprf.fit_mll` does to tune with few
+        features; where this answers ``False``, every draw inside the kernel, its own included, keeps its full size.
+
+        ``True`` here: a sum concatenates its parts' roots, and a kernel of one map is its own part. An extension
+        point: a kernel that combines its parts' columns with one another, so that a prefix of one part would no longer
+        match the others, returns ``False`` (:class:`~gprf.kernels.FeatureProductKernel` does).
+        """
+        return True
+
     def __add__(self, other: Kernel) -> Kernel:
         if is_feature_kernel(other):
             return FeatureSumKernel(self, other)

@@ -315,6 +315,11 @@ class FeatureProductKernel(FeatureKernelOfParts):
         m = self.num_features // 2
         return amplitude**2 * ((1 + doubled) / 2 - unit.square()) / m
 
+    def part_draws_nest(self) -> bool:
+        """``False``: the product pairs its factors' columns one by one (Kronecker, joint frequencies, or the pairing
+        draws), so the factors keep their full draws."""
+        return False
+
     # ------------------------------------------------------------------ GPyTorch plumbing
     def exact(self) -> Kernel:
         """GPyTorch's ``ProductKernel`` of the factors' exact expressions (:func:`~gprf.kernels.exact_expression`:

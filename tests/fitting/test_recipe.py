@@ -16,7 +16,8 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 
 import gprf
 from gprf.fitting.recipe import FIT_MLL_OPTIONS, _lbfgs, _loss
-from gprf.kernels import QuadratureKernel, RandomFourierKernel
+from gprf.fitting.scale_fit import supports_exact_scale_fit
+from gprf.kernels import FeatureSumKernel, QuadratureKernel, RandomFourierKernel
 
 
 class _GP(gpytorch.models.ExactGP):
@@ -222,6 +223,48 @@ def test_product_factors_keep_their_draws_while_the_other_summands_are_nested():
     assert sizes == [64, 64, 16]  # the product pairs its factors' columns: they stay whole
     assert [rbf.num_features, matern.num_features, linear_part.num_features] == [64, 64, 64]
     assert _full_mll(mll) > before
+
+
+class _PairedSum(FeatureSumKernel):
+    """A kernel from outside the package that combines its parts' columns and says so (the extension point)."""
+
+    def part_draws_nest(self) -> bool:
+        return False
+
+
+def _sizes_at_the_first_tuning_step(kernel, owners) -> list[int]:
+    x, y = _data(800)
+    model = _GP(x, y, GaussianLikelihood(), kernel).double()
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    sizes = []
+
+    def record(stage: str, _: float) -> None:
+        if stage == "tune 1":
+            sizes.extend(owner.num_features for owner in owners)
+
+    gprf.fit_mll(mll, tune_features=16, tune_rows=300, tune_steps=2, callback=record)
+    assert [owner.num_features for owner in owners] == [64] * len(owners)  # the full draws are back
+    return sizes
+
+
+def test_kernels_that_combine_their_parts_columns_keep_their_draws_whatever_their_type():
+    kept = [RandomFourierKernel(64, num_dims=3, seed=seed) for seed in (2, 3)]
+    nested = RandomFourierKernel(64, num_dims=3, seed=4)
+    kernel = FeatureSumKernel(ScaleKernel(_PairedSum(*kept)), ScaleKernel(nested))
+    assert _sizes_at_the_first_tuning_step(kernel, [*kept, nested]) == [64, 64, 16]
+
+
+def test_a_factor_shared_with_a_summand_keeps_its_draw():
+    rbf = RandomFourierKernel(64, num_dims=1, active_dims=[0], seed=2)
+    matern = RandomFourierKernel(64, num_dims=2, kernel="matern52", active_dims=[1, 2], seed=3)
+    kernel = ScaleKernel(rbf * matern) + ScaleKernel(rbf)  # rbf is a factor and, the same object, a summand
+    assert _sizes_at_the_first_tuning_step(kernel, [rbf, matern]) == [64, 64]
+
+
+def test_the_exact_refit_is_decided_once_per_fit():
+    with mock.patch("gprf.fitting.recipe.supports_exact_scale_fit", wraps=supports_exact_scale_fit) as decide:
+        gprf.fit_mll(_model(n=600, num_features=64), tune_features=16, tune_rows=300, tune_steps=2, finish_steps=2)
+    assert decide.call_count == 1
 
 
 def test_observed_noise_skips_the_exact_refit():

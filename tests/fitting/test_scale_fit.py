@@ -350,9 +350,11 @@ def test_unsupported_models_raise_clear_errors():
     model = make_model(x, y)
     mll = _mll(model)
     mll.likelihood = model.likelihood = BernoulliLikelihood()
+    assert not supports_exact_scale_fit(mll)
     with pytest.raises(TypeError, match="BernoulliLikelihood.*gradient-based"):
         fit_scale_hyperparameters(mll)
 
+    assert not supports_exact_scale_fit(model)
     with pytest.raises(TypeError, match="ExactMarginalLogLikelihood"):
         fit_scale_hyperparameters(model)
     with pytest.raises(ValueError, match="max_iter"):
