@@ -69,7 +69,6 @@ class validate_inputs(_Setting):
 
 
 class factor_dtype(_Setting):
-
     r"""The dtype in which every :math:`F\times F` capacitance (and every :math:`N\times N` matrix of the
     few-points route) is formed and factored, and in which streamed sufficient statistics are summed.
 
@@ -137,7 +136,8 @@ class weight_space_solver(_Setting):
             ``fit_gpytorch_mll``) need; ``None`` draws fresh ones from torch's global generator at every evaluation
             (unbiased stochastic gradients, for Adam or SGD).
         state: A :class:`gprf.linalg.WeightSpaceCGState` the caller owns (one per model) to warm-start each solve
-            from the previous solution; ``None`` starts from zero.
+            from the previous solution (or any object with its ``guess_for`` method and its ``solution``,
+            ``iterations`` and ``converged`` fields); ``None`` starts from zero.
 
     Example:
         >>> state = gprf.linalg.WeightSpaceCGState()
@@ -157,7 +157,7 @@ class weight_space_solver(_Setting):
         num_probes: int = 16,
         preconditioner_rank: int = 256,
         probe_seed: int | None = 0,
-        state: _WarmStartState | None = None,
+        state: object | None = None,
     ) -> None:
         if solver not in ("auto", "cholesky", "cg"):
             raise ValueError(f"weight_space_solver takes 'auto', 'cholesky' or 'cg', got {solver!r}.")

@@ -1,4 +1,5 @@
-"""gprf.settings: the NaN/inf check of feature maps, the dtype of every factorisation and the weight-space solver."""
+"""gprf.settings: the NaN/inf check of feature maps, the dtype of every factorisation, the weight-space solver and the
+row chunks of feature roots; how their blocks nest and restore."""
 
 from __future__ import annotations
 
@@ -54,6 +55,18 @@ class _GuessOnly:
 
     def guess_for(self, projection):
         return None
+
+
+def test_weight_space_solver_takes_a_warm_start_state_by_its_members():
+    class OwnState:
+        solution = iterations = converged = None
+
+        def guess_for(self, projection):
+            return None
+
+    state = OwnState()
+    with gprf.settings.weight_space_solver("cg", state=state):
+        assert gprf.settings.weight_space_solver.current().state is state
 
 
 @pytest.mark.parametrize(
