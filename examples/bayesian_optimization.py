@@ -47,8 +47,8 @@ from botorch.utils.sampling import draw_sobol_samples
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from gprf.botorch import RandomFeatureSingleTaskGP, TrustRegion, model_lengthscale, thompson_sample
-from gprf.cli.bench_thompson import dense_update_bytes
-from gprf.cli.memory import peak_memory_bytes
+from benchmarks.bench_thompson import dense_update_bytes
+from benchmarks.memory import peak_memory_bytes
 
 METHODS = ("exact-qLogNEI", "rf-qLogNEI", "rf-TS", "rf-TS-TR")
 

@@ -41,7 +41,7 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 
 import gprf
 from gprf.botorch import RandomFeatureSingleTaskGP, TrustRegion, model_lengthscale, thompson_sample
-from gprf.cli.bo_objectives import StyblinskiTang
+from benchmarks.bo_objectives import StyblinskiTang
 from gprf.cli.kernel_spec import parse_kernel_spec
 
 METHODS = ("exact", "gprf", "gprf-TS")

@@ -1,9 +1,12 @@
 """The test suite mirrors the source tree: the tests of ``gprf/<package>/<module>.py`` live in
 ``tests/<package>/test_<module>.py`` (``tests/test_<module>.py`` for top-level modules; a private module's leading
-underscore is dropped, e.g. ``gprf/_checks.py`` -> ``tests/test_checks.py``), and every test module has its source
-module. Package ``__init__.py`` files only re-export and ``gprf/__main__.py`` is covered by ``tests/cli/test_main.py``.
+underscore is dropped, e.g. ``gprf/_checks.py`` -> ``tests/test_checks.py``), those of the repository's
+``benchmarks/<module>.py`` in ``tests/benchmarks/test_<module>.py``, and every test module has its source module.
+Package ``__init__.py`` files only re-export or describe, ``gprf/__main__.py`` is covered by ``tests/cli/test_main.py``
+and ``benchmarks/__main__.py`` by ``tests/benchmarks/test_bench.py``.
 
-This checks the repository's layout, not a module of gprf.
+This checks the repository's layout, not a module of gprf; ``tests/test_packaging.py`` checks what the built package
+holds, so neither has a source module.
 """
 
 from __future__ import annotations
@@ -12,16 +15,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EXEMPT = {"__init__.py", "__main__.py"}
+#: Source trees and the test folders that mirror them.
+SOURCE_TREES = {ROOT / "gprf": ROOT / "tests", ROOT / "benchmarks": ROOT / "tests" / "benchmarks"}
+REPOSITORY_TESTS = {ROOT / "tests" / "test_layout.py", ROOT / "tests" / "test_packaging.py"}
 
 
 def _expected_test_files() -> dict[Path, Path]:
-    """``{test file: source module}`` for every module of gprf that needs tests."""
+    """``{test file: source module}`` for every module of gprf and of the benchmarks that needs tests."""
     expected = {}
-    for source in sorted((ROOT / "gprf").rglob("*.py")):
-        if source.name in EXEMPT:
-            continue
-        package = source.parent.relative_to(ROOT / "gprf")
-        expected[ROOT / "tests" / package / f"test_{source.stem.lstrip('_')}.py"] = source
+    for tree, tests in SOURCE_TREES.items():
+        for source in sorted(tree.rglob("*.py")):
+            if source.name in EXEMPT:
+                continue
+            package = source.parent.relative_to(tree)
+            expected[tests / package / f"test_{source.stem.lstrip('_')}.py"] = source
     return expected
 
 
@@ -31,7 +38,7 @@ def test_every_module_has_its_test_file():
 
 
 def test_every_test_file_mirrors_a_module():
-    expected = set(_expected_test_files()) | {Path(__file__).resolve()}
+    expected = set(_expected_test_files()) | REPOSITORY_TESTS
     stray = [
         str(path.relative_to(ROOT)) for path in sorted((ROOT / "tests").rglob("test_*.py")) if path not in expected
     ]

@@ -98,6 +98,14 @@ def check_output_path(path: str | None, option: str) -> None:
         raise CLIError(f"argument {option}: folder {str(target.parent)!r} does not exist")
 
 
+def require_matplotlib(option: str) -> None:
+    """Fail before a long run if ``option`` (a plot file) cannot be drawn because matplotlib is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise CLIError(f"argument {option}: needs matplotlib (pip install matplotlib)") from None
+
+
 def apply_threads(threads: int | None) -> None:
     """Set torch's intra-op thread count when asked."""
     if threads is not None:

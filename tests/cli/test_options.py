@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 import pytest
 import torch
 
-from gprf.cli.options import CLIError, apply_threads, check_output_path, fraction, positive_int, resolve_device
+from gprf.cli.options import (
+    CLIError,
+    apply_threads,
+    check_output_path,
+    fraction,
+    positive_int,
+    require_matplotlib,
+    resolve_device,
+)
 
 
 def test_argument_types_and_device():
@@ -29,6 +38,13 @@ def test_output_paths_must_be_in_an_existing_folder(tmp_path):
         check_output_path(str(tmp_path / "missing" / "out.json"), "--json")
     with pytest.raises(CLIError, match="argument --plot: .* is a directory"):
         check_output_path(str(tmp_path), "--plot")
+
+
+def test_plotting_without_matplotlib_is_a_clear_error_naming_the_option(monkeypatch):
+    require_matplotlib("--plot")  # installed with the test extra: no error
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what an environment without matplotlib imports
+    with pytest.raises(CLIError, match=r"argument --bo-plot: needs matplotlib \(pip install matplotlib\)"):
+        require_matplotlib("--bo-plot")
 
 
 def test_apply_threads_sets_the_intra_op_thread_count():

@@ -1,4 +1,4 @@
-r"""``gprf bench --what acquisition``: acquisition values with gradients, gprf's feature model against the exact GP.
+r"""``python -m benchmarks --what acquisition``: acquisition values with gradients, gprf's feature model against the exact GP.
 
 Acquisition optimisation evaluates the posterior at many candidate batches, with gradients, over and over. At each
 training size :math:`N` of ``--acq-n`` (synthetic data in the unit cube, hyperparameters at BoTorch's initial
@@ -32,7 +32,7 @@ import warnings
 import torch
 from torch import Tensor
 
-from gprf.cli.bench_gp import synthetic_data
+from benchmarks.bench_gp import synthetic_data
 from gprf.cli.options import CLIError
 from gprf.cli.report import Progress, format_seconds, format_table
 from gprf.cli.timing import interleaved_timings, timed

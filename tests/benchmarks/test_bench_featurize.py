@@ -1,4 +1,4 @@
-"""gprf.cli.bench_featurize: the featurization sub-benchmark alone (float32), and its ratios' definitions."""
+"""benchmarks.bench_featurize: the featurization sub-benchmark alone (float32), and its ratios' definitions."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from gprf.cli.bench_featurize import RATIOS, gprf_maps
-from tests.cli.conftest import run_json
+from benchmarks.bench_featurize import RATIOS, gprf_maps
+from tests.benchmarks.conftest import run_json
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

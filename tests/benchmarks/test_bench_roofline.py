@@ -1,10 +1,10 @@
-"""gprf.cli.bench_roofline: the flop bound of a marginal-likelihood step and its multiples."""
+"""benchmarks.bench_roofline: the flop bound of a marginal-likelihood step and its multiples."""
 
 from __future__ import annotations
 
 import pytest
 
-from gprf.cli.bench_roofline import mll_flops, roofline_report
+from benchmarks.bench_roofline import mll_flops, roofline_report
 
 
 def test_roofline_report_divides_by_the_flop_bound():

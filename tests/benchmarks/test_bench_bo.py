@@ -1,4 +1,4 @@
-"""gprf.cli.bench_bo: every strategy runs its batches to the evaluation limit, best values never decrease, the
+"""benchmarks.bench_bo: every strategy runs its batches to the evaluation limit, best values never decrease, the
 summary compares the strategies at evaluations all of them reached, and bad options are named."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import pytest
 import torch
 from botorch.utils.sampling import draw_sobol_samples
 
-from gprf.cli import main
-from gprf.cli.bench_bo import BO_METHODS, bo_methods
-from gprf.cli.bo_objectives import GPSample
-from tests.cli.conftest import run_json
+from benchmarks.bench import main
+from benchmarks.bench_bo import BO_METHODS, bo_methods
+from benchmarks.bo_objectives import GPSample
+from tests.benchmarks.conftest import run_json
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -43,7 +43,7 @@ def test_bad_options_are_named(capsys):
     with pytest.raises(Exception, match="unknown strategy"):
         bo_methods("gprf-ts,turbo")
     with pytest.raises(SystemExit):
-        main(["bench", "--what", "mll", "--bo-plot", "x.png", "--quiet"])
+        main(["--what", "mll", "--bo-plot", "x.png", "--quiet"])
     assert "add bo to --what" in capsys.readouterr().err
 
 

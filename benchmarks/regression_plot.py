@@ -1,4 +1,4 @@
-"""``--plot`` of ``gprf bench --what regression``: test NLL and RMSE against training time, one column per dataset.
+"""``--plot`` of ``python -m benchmarks --what regression``: test NLL and RMSE against training time, one column per dataset.
 
 Drawn on a bare :class:`matplotlib.figure.Figure` (Agg canvas, no ``pyplot``): no global backend switch and no
 window, whatever the caller's matplotlib setup.
@@ -8,19 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gprf.cli.options import CLIError
-
 #: Rows of the figure: the JSON key, the axis label and the y scale (NLL can be negative and, for a method whose
 #: variances break down, huge: symmetric log, linear within +-1).
 PANELS = (("nll", "test NLL", {"value": "symlog", "linthresh": 1.0}), ("rmse", "test RMSE", {"value": "log"}))
-
-
-def check_plotting() -> None:
-    """A clear error, before the run, where matplotlib is missing."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise CLIError("argument --plot: needs matplotlib (pip install matplotlib)") from None
 
 
 def plot_regression(result: dict, path: str | Path) -> None:

@@ -1,4 +1,4 @@
-"""gprf.cli.memory: the peak a call adds is seen on the device it runs on (the process's RSS on Linux CPUs)."""
+"""benchmarks.memory: the peak a call adds is seen on the device it runs on (the process's RSS on Linux CPUs)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from gprf.cli.memory import (
+from benchmarks.memory import (
     current_memory_bytes,
     peak_extra_bytes,
     peak_extra_tensor_bytes,

@@ -1,4 +1,4 @@
-"""gprf.cli.bench_acquisition: both models where the exact GP runs, gprf alone above --acq-exact-max-n, every measure
+"""benchmarks.bench_acquisition: both models where the exact GP runs, gprf alone above --acq-exact-max-n, every measure
 with the gradient actually flowing to the candidate points."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gprf.cli.bench_acquisition import MEASURES, _acquisition, _posterior_terms, _value_and_gradient
-from tests.cli.conftest import run_json
+from benchmarks.bench_acquisition import MEASURES, _acquisition, _posterior_terms, _value_and_gradient
+from tests.benchmarks.conftest import run_json
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -1,4 +1,4 @@
-"""``python -m gprf bench`` (gprf.cli.bench): every sub-benchmark through ``--what`` with its ratios and report
+"""``python -m benchmarks`` (benchmarks.bench): every sub-benchmark through ``--what`` with its ratios and report
 fields, devices, the global RNG and thread count left alone, and argparse errors.
 
 Tiny sizes only; timings are reported, never asserted.
@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gprf.cli import main
-from gprf.cli.bench import SUB_BENCHMARKS, sub_benchmarks
-from gprf.cli.bench_featurize import RATIOS
-from tests.cli.conftest import TINY_BENCH, TINY_SUB_BENCH, run_json
+from benchmarks.bench import main
+from benchmarks.bench import SUB_BENCHMARKS, sub_benchmarks
+from benchmarks.bench_featurize import RATIOS
+from tests.benchmarks.conftest import TINY_BENCH, TINY_SUB_BENCH, run_json
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -98,16 +98,16 @@ def test_what_parses_lists_in_canonical_order(text, expected):
 @pytest.mark.parametrize(("what", "message"), [("mll,nope", "unknown sub-benchmark(s) 'nope'"), (",", "none given")])
 def test_bad_what_is_an_argparse_error(capsys, what, message):
     with pytest.raises(SystemExit) as exit_info:
-        main(["bench", "--what", what])
+        main(["--what", what])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert "python -m gprf bench: error: argument --what" in err and message in err
+    assert "python -m benchmarks: error: argument --what" in err and message in err
     assert "choose from mll, predict, featurize, thompson" in err
 
 
 def test_bad_featurize_dims_is_an_argparse_error(capsys):
     with pytest.raises(SystemExit):
-        main(["bench", "--featurize-dims", "8,0"])
+        main(["--featurize-dims", "8,0"])
     assert "argument --featurize-dims" in capsys.readouterr().err
 
 
@@ -115,7 +115,7 @@ def test_cuda_mode_without_cuda_is_a_clear_error(capsys):
     if torch.cuda.is_available():
         pytest.skip("CUDA is available here")
     with pytest.raises(SystemExit):
-        main(["bench", "--what", "featurize", "--device", "cuda"])
+        main(["--what", "featurize", "--device", "cuda"])
     assert "argument --device: CUDA is not available on this machine; use --device cpu" in capsys.readouterr().err
 
 
@@ -131,6 +131,6 @@ def test_bench_leaves_the_global_rng_and_thread_count_alone():
 
 def test_bench_odd_features_is_an_argparse_error(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        main(["bench", "--features", "7"])
+        main(["--features", "7"])
     assert exit_info.value.code == 2
-    assert "python -m gprf bench: error: argument --features: must be even" in capsys.readouterr().err
+    assert "python -m benchmarks: error: argument --features: must be even" in capsys.readouterr().err

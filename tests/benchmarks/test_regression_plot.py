@@ -1,13 +1,10 @@
-"""gprf.cli.regression_plot: the figure file of ``--plot``, one column per dataset."""
+"""benchmarks.regression_plot: the figure file of ``--plot``, one column per dataset."""
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
-from gprf.cli.options import CLIError
-from gprf.cli.regression_plot import PANELS, check_plotting, plot_regression
+from benchmarks.regression_plot import PANELS, plot_regression
 
 
 def _result(names: list[str]) -> dict:
@@ -31,9 +28,3 @@ def test_the_plot_is_a_png_with_a_column_per_dataset(tmp_path):
     dpi = matplotlib.rcParams["figure.dpi"] if dpi == "figure" else dpi
     assert (width, height) == (round(4.0 * len(names) * dpi), round(6.5 * dpi))
     assert [key for key, *_ in PANELS] == ["nll", "rmse"]
-
-
-def test_plotting_without_matplotlib_is_a_clear_error(monkeypatch):
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what an environment without matplotlib imports
-    with pytest.raises(CLIError, match=r"argument --plot: needs matplotlib \(pip install matplotlib\)"):
-        check_plotting()

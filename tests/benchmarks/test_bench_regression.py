@@ -1,4 +1,4 @@
-"""``python -m gprf bench --what regression`` (gprf.cli.bench_regression): the whole command on a smooth function
+"""``python -m benchmarks --what regression`` (benchmarks.bench_regression): the whole command on a smooth function
 stored as .npz and as .csv, its JSON, table and plot, and the errors for bad options and data.
 
 A budget of one second per method and a 300-row dataset keep it short; timings are reported, never asserted.
@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 import gprf
-from gprf.cli import main
-from gprf.cli.bench_regression import contenders, even_ints, method_names
-from gprf.cli.regression_methods import METHODS, Sizes
+from benchmarks.bench import main
+from benchmarks.bench_regression import contenders, even_ints, method_names
+from benchmarks.regression_methods import METHODS, Sizes
+from tests.benchmarks.conftest import bench_error
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 PEERS = ["exact", "sgpr", "svgp", "rff"]
-TINY = ["bench", "--what", "regression", "--time-budget", "1", "--checkpoints", "2", "--inducing-points", "2000",
+TINY = ["--what", "regression", "--time-budget", "1", "--checkpoints", "2", "--inducing-points", "2000",
         "--batch-size", "64", "--rff-features", "64", "--gprf-features", "32,64", "--quiet"]  # fmt: skip
 requires_recipe = pytest.mark.skipif(not hasattr(gprf, "fit_mll"), reason="gprf.fit_mll is not in this gprf")
 
@@ -109,10 +110,35 @@ def test_bad_options_and_data_are_clear_errors(tmp_path, capsys, data_dir, optio
         main([*TINY, *(option.format(**paths) for option in options)])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert "python -m gprf bench: error:" in err and message in err
+    assert "python -m benchmarks: error:" in err and message in err
 
 
 def test_plot_without_the_regression_benchmark_is_a_clear_error(capsys):
     with pytest.raises(SystemExit):
-        main(["bench", "--what", "featurize", "--plot", "p.png", "--quiet"])
+        main(["--what", "featurize", "--plot", "p.png", "--quiet"])
     assert "argument --plot: draws the regression benchmark; add regression to --what" in capsys.readouterr().err
+
+
+def _write_npz(path, **arrays) -> None:
+    np.savez(path, **arrays)
+
+
+def _truncated_npz(path) -> None:
+    _write_npz(path, x=np.ones((30, 2)), y=np.arange(30.0))
+    path.write_bytes(path.read_bytes()[:-40])
+
+
+# A data folder holding one bad .npz file, and the error fragment.
+BAD_NPZ_FILES = [
+    (lambda path: _write_npz(path, x=np.ones((30, 2)) + 1j, y=np.arange(30.0)), "array 'x' has dtype complex"),
+    (lambda path: _write_npz(path, x=np.ones((30, 2)), y=np.array(["a"] * 30)), "array 'y' has dtype <U1"),
+    (lambda path: _write_npz(path, x=np.ones((30, 0)), y=np.arange(30.0)), "shape (30, 0): no input columns"),
+    (_truncated_npz, "cannot read d.npz as an .npz file"),
+    (lambda path: path.write_bytes(b""), "cannot read d.npz as an .npz file"),
+]
+
+
+@pytest.mark.parametrize(("write", "message"), BAD_NPZ_FILES)
+def test_bad_npz_files_are_one_line_errors(tmp_path, capsys, write, message):
+    write(tmp_path / "d.npz")
+    assert message in bench_error(capsys, ["--what", "regression", "--data-dir", str(tmp_path), "--quiet"])

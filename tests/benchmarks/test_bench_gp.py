@@ -1,4 +1,4 @@
-"""gprf.cli.bench_gp: the marginal-likelihood and prediction timings of ``bench`` against GPyTorch's RFFKernel and the
+"""benchmarks.bench_gp: the marginal-likelihood and prediction timings of ``bench`` against GPyTorch's RFFKernel and the
 exact GP — report fields, ratios, the shared training path, and the exact GP skipped above ``--exact-max-n``."""
 
 from __future__ import annotations
@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import sys
 
-from gprf.cli import main
-from tests.cli.conftest import TINY_BENCH, table_rows
+from benchmarks.bench import main
+from tests.benchmarks.conftest import TINY_BENCH
+from tests.cli.conftest import table_rows
 
 
 def test_bench_reports_ratios_against_rffkernel_and_exact(capsys, tmp_path):

@@ -1,4 +1,4 @@
-"""gprf.cli.bench_thompson: the Thompson-sampling sub-benchmark without its exact route, the candidates each path
+"""benchmarks.bench_thompson: the Thompson-sampling sub-benchmark without its exact route, the candidates each path
 picks, and the memory check that refuses a dense update that cannot fit."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gprf.cli import main
-from gprf.cli.bench_thompson import dense_update_bytes, thompson_candidates
-from tests.cli.conftest import run_json
+from benchmarks.bench import main
+from benchmarks.bench_thompson import dense_update_bytes, thompson_candidates
+from tests.benchmarks.conftest import run_json
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -36,7 +36,7 @@ def test_thompson_candidates_are_each_paths_pick_among_the_candidates(generator)
 def test_a_dense_update_that_cannot_fit_is_a_clear_error(capsys):
     """N = 10^6 with 100 paths needs 102 * 10^12 * 8 bytes (about 742 TiB): refused before anything runs."""
     with pytest.raises(SystemExit) as exit_info:
-        main(["bench", "--what", "thompson", "--thompson-exact-n", "1000000", "--quiet"])
+        main(["--what", "thompson", "--thompson-exact-n", "1000000", "--quiet"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "argument --thompson-exact-n: BoTorch's dense update at N=1000000 with 100 paths needs" in err

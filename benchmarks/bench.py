@@ -1,25 +1,25 @@
-"""``gprf bench``: speed of gprf against its peers, measured in the same run (ratios, not absolute times).
+"""``python -m benchmarks``: speed of gprf against its peers, measured in the same run (ratios, not absolute times).
 
 Sub-benchmarks (``--what``, comma-separated, or ``all``; default ``mll,predict``):
 
 * ``mll``: one marginal-likelihood step (forward + backward) of gprf's ``RandomFourierKernel`` against
   GPyTorch's ``RFFKernel`` (same ``F``) and the exact GP, plus the matmul roofline: the step as a multiple of
-  ``3 N F^2`` flops at the GEMM rate measured in the same run (:mod:`gprf.cli.bench_gp`,
-  :mod:`gprf.cli.bench_roofline`);
+  ``3 N F^2`` flops at the GEMM rate measured in the same run (:mod:`benchmarks.bench_gp`,
+  :mod:`benchmarks.bench_roofline`);
 * ``predict``: predictive mean and variance at ``M`` test points, cold and warm caches;
 * ``featurize``: structured maps (SORF, TensorSRHT; fast Walsh–Hadamard transform) against dense
-  projections and scikit-learn's samplers (:mod:`gprf.cli.bench_featurize`);
+  projections and scikit-learn's samplers (:mod:`benchmarks.bench_featurize`);
 * ``thompson``: pathwise Thompson sampling with ``RandomFeatureSingleTaskGP`` against BoTorch's default
-  route on an exact ``SingleTaskGP`` (:mod:`gprf.cli.bench_thompson`);
+  route on an exact ``SingleTaskGP`` (:mod:`benchmarks.bench_thompson`);
 * ``acquisition``: posterior and qLogNEI values with gradients at candidate batches, ``RandomFeatureSingleTaskGP``
-  against an exact ``SingleTaskGP`` at several training sizes (:mod:`gprf.cli.bench_acquisition`);
+  against an exact ``SingleTaskGP`` at several training sizes (:mod:`benchmarks.bench_acquisition`);
 * ``bo``: Bayesian optimisation with large batches on Styblinski–Tang, gprf's Thompson sampling (global and in a
-  trust region) and qLogNEI against the exact ``SingleTaskGP`` (:mod:`gprf.cli.bench_bo`);
+  trust region) and qLogNEI against the exact ``SingleTaskGP`` (:mod:`benchmarks.bench_bo`);
 * ``regression``: test RMSE and NLL against training time on real data, gprf's one-call training recipe against
-  the exact GP, SGPR, SVGP and GPyTorch's ``RFFKernel`` (:mod:`gprf.cli.bench_regression`);
+  the exact GP, SGPR, SVGP and GPyTorch's ``RFFKernel`` (:mod:`benchmarks.bench_regression`);
 * ``composite``: relative Frobenius error and predictive KL of random features for composite kernels (products of
   stationary kernels by each product method, multi-task ICM) against the exact composite at several ``F``, with the
-  fitted slope of the error against ``F`` (:mod:`gprf.cli.bench_composite`).
+  fitted slope of the error against ``F`` (:mod:`benchmarks.bench_composite`).
 
 ``--device cuda`` times on the GPU (every timed call is bracketed by ``torch.cuda.synchronize()``).
 """
@@ -27,23 +27,24 @@ Sub-benchmarks (``--what``, comma-separated, or ``all``; default ``mll,predict``
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 import torch
 
-from gprf.cli.bench_acquisition import render_acquisition, run_acquisition
-from gprf.cli.bench_bo import BO_METHODS, bo_methods, plot_bo, render_bo, run_bo
-from gprf.cli.bench_composite import render_composite, run_composite
-from gprf.cli.bench_featurize import render_featurize, run_featurize
-from gprf.cli.bench_gp import MEASURES_OF, render_gp, run_gp
-from gprf.cli.bench_regression import (
+from benchmarks.bench_acquisition import render_acquisition, run_acquisition
+from benchmarks.bench_bo import BO_METHODS, bo_methods, plot_bo, render_bo, run_bo
+from benchmarks.bench_composite import render_composite, run_composite
+from benchmarks.bench_featurize import render_featurize, run_featurize
+from benchmarks.bench_gp import MEASURES_OF, render_gp, run_gp
+from benchmarks.bench_regression import (
     add_regression_arguments,
     load_regression_datasets,
     render_regression,
     run_regression,
 )
-from gprf.cli.bench_roofline import gemm_rates, render_roofline, roofline_report
-from gprf.cli.bench_thompson import render_thompson, run_thompson
-from gprf.cli.bo_objectives import BO_OBJECTIVES
+from benchmarks.bench_roofline import gemm_rates, render_roofline, roofline_report
+from benchmarks.bench_thompson import render_thompson, run_thompson
+from benchmarks.bo_objectives import BO_OBJECTIVES
 from gprf.cli.options import (
     DTYPES,
     CLIError,
@@ -53,9 +54,13 @@ from gprf.cli.options import (
     non_negative_int,
     positive_float,
     positive_int,
+    require_matplotlib,
     resolve_device,
 )
+from gprf.cli.main import run_command
 from gprf.cli.report import Progress, write_json
+
+PROG = "python -m benchmarks"
 
 SUB_BENCHMARKS = ("mll", "predict", "featurize", "thompson", "acquisition", "bo", "regression", "composite")
 DEFAULT_WHAT = "mll,predict"
@@ -80,11 +85,9 @@ def positive_ints(text: str) -> list[int]:
     return [positive_int(part.strip()) for part in text.split(",")]
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "bench",
-        help="time gprf against GPyTorch RFFKernel, exact GPs, scikit-learn and BoTorch (same run, ratios)",
-        description=__doc__.split("\n\n")[0].strip().removeprefix("``gprf bench``: "),
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=__doc__.split("\n\n")[0].strip().removeprefix("``python -m benchmarks``: ")
     )
     parser.add_argument(
         "--what",
@@ -254,6 +257,7 @@ def run_bench(args: argparse.Namespace, log: Progress) -> dict:
         if "bo" not in args.what:
             raise CLIError("argument --bo-plot: draws the bo benchmark; add bo to --what")
         check_output_path(args.bo_plot, "--bo-plot")
+        require_matplotlib("--bo-plot")
     report: dict = {"command": "bench", "config": config(args, device)}
     measures = [measure for name in args.what if name in MEASURES_OF for measure in MEASURES_OF[name]]
     if measures:
@@ -323,3 +327,8 @@ def run(args: argparse.Namespace) -> int:
         write_json(args.json, report)
         log(f"wrote {args.json}")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m benchmarks``; returns the exit status (bad input: status 2, an argparse error)."""
+    return run_command(build_parser(), argv)

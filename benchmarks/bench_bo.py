@@ -1,6 +1,6 @@
-r"""``gprf bench --what bo``: Bayesian optimisation with large batches, gprf against the exact ``SingleTaskGP``.
+r"""``python -m benchmarks --what bo``: Bayesian optimisation with large batches, gprf against the exact ``SingleTaskGP``.
 
-Maximises ``--bo-objective`` in ``--bo-d`` dimensions (:mod:`gprf.cli.bo_objectives`: the negated
+Maximises ``--bo-objective`` in ``--bo-d`` dimensions (:mod:`benchmarks.bo_objectives`: the negated
 Styblinski–Tang function, or a Matérn-3/2 GP prior sample observed with noise of variance ``--bo-noise``, the
 large-scale Thompson-sampling setting of Lin et al. 2023) from a scrambled Sobol design of ``--bo-init`` points,
 in batches of ``q = --bo-q`` points, until ``--bo-max-n`` evaluations or ``--bo-time-budget`` seconds of modelling
@@ -30,7 +30,7 @@ import warnings
 import torch
 from torch import Tensor
 
-from gprf.cli.bo_objectives import make_objective
+from benchmarks.bo_objectives import make_objective
 from gprf.cli.options import CLIError, subset_of
 from gprf.cli.report import Progress, format_number, format_table
 

@@ -1,4 +1,4 @@
-"""gprf.cli.bo_objectives: the Styblinski-Tang problem is noiseless with its known maximum, and the GP sample has
+"""benchmarks.bo_objectives: the Styblinski-Tang problem is noiseless with its known maximum, and the GP sample has
 the Matern-3/2 prior's moments, is one function per seed and is observed with noise of the stated variance."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from gprf.cli.bo_objectives import GPSample, StyblinskiTang, make_objective
+from benchmarks.bo_objectives import GPSample, StyblinskiTang, make_objective
 
 pytestmark = pytest.mark.botorch
 

@@ -1,4 +1,4 @@
-"""gprf.cli.regression_methods: every contender starts from GPyTorch's initial hyperparameters at the benchmark's
+"""benchmarks.regression_methods: every contender starts from GPyTorch's initial hyperparameters at the benchmark's
 sizes, trains on its own objective under a clock that excludes checkpoints, and is scored by closed-form metrics;
 the gprf runner works with a recipe that takes a callback and with one that does not."""
 
@@ -13,7 +13,7 @@ import torch
 from gpytorch.kernels import InducingPointKernel, RFFKernel
 
 from gprf.cli.data import Split
-from gprf.cli.regression_methods import (
+from benchmarks.regression_methods import (
     METHODS,
     Clock,
     Sizes,

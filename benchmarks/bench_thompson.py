@@ -1,4 +1,4 @@
-r"""``gprf bench --what thompson``: pathwise Thompson sampling, gprf against BoTorch's default route.
+r"""``python -m benchmarks --what thompson``: pathwise Thompson sampling, gprf against BoTorch's default route.
 
 Discrete Thompson sampling of ``S`` candidates (default 100): draw ``S`` posterior sample paths with BoTorch's
 ``draw_matheron_paths`` (what ``PathwiseThompsonSampling`` draws), evaluate every path on the same ``C``
@@ -29,8 +29,8 @@ import warnings
 import torch
 from torch import Tensor
 
-from gprf.cli.bench_gp import synthetic_data
-from gprf.cli.memory import available_memory_bytes, peak_extra_tensor_bytes, probe_memory
+from benchmarks.bench_gp import synthetic_data
+from benchmarks.memory import available_memory_bytes, peak_extra_tensor_bytes, probe_memory
 from gprf.cli.options import CLIError
 from gprf.cli.report import Progress, format_seconds, format_table
 from gprf.cli.timing import interleaved_timings

@@ -1,4 +1,4 @@
-"""gprf.cli.regression_data: the data folder (.npz and .csv, target last), the bundled default, the seeded
+"""benchmarks.regression_data: the data folder (.npz and .csv, target last), the bundled default, the seeded
 subsample and the standardised 90/10 split, and the errors for a missing folder, unknown names and bad files
 (complex, text, corrupt, truncated or column-less arrays are refused, never cast or cut)."""
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from gprf.cli.options import CLIError
-from gprf.cli.regression_data import (
+from benchmarks.regression_data import (
     dataset_files,
     load_datasets,
     load_npz,

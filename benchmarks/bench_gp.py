@@ -1,4 +1,4 @@
-"""``gprf bench --what mll,predict``: GP training and prediction speed of gprf against its peers.
+"""``python -m benchmarks --what mll,predict``: GP training and prediction speed of gprf against its peers.
 
 Three GPs with the same model (``ConstantMean``, ``ScaleKernel``, ``GaussianLikelihood``), the same
 hyperparameters and the same synthetic data, measured in the same run:
@@ -28,7 +28,7 @@ from gpytorch.kernels import RBFKernel, RFFKernel
 from linear_operator.operators import LinearOperator, LowRankRootAddedDiagLinearOperator
 from torch import Tensor
 
-from gprf.cli.memory import peak_extra_bytes
+from benchmarks.memory import peak_extra_bytes
 from gprf.cli.models import CHOLESKY_MAX_SIZE, Hyperparameters, RegressionGP, set_hyperparameters
 from gprf.cli.options import CLIError
 from gprf.cli.report import Progress, format_seconds, format_table

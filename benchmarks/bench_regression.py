@@ -1,8 +1,8 @@
-"""``gprf bench --what regression``: test accuracy per second of training, gprf against GPyTorch's scalable GPs.
+"""``python -m benchmarks --what regression``: test accuracy per second of training, gprf against GPyTorch's scalable GPs.
 
-On each dataset (:mod:`gprf.cli.regression_data`: a seeded subsample of ``--max-n`` rows, a seeded 90/10
+On each dataset (:mod:`benchmarks.regression_data`: a seeded subsample of ``--max-n`` rows, a seeded 90/10
 train/test split, inputs and target standardised by the training statistics), every method of
-:mod:`gprf.cli.regression_methods` starts from GPyTorch's initial hyperparameters and trains on its own
+:mod:`benchmarks.regression_methods` starts from GPyTorch's initial hyperparameters and trains on its own
 objective for ``--time-budget`` seconds of wall clock: the exact GP, SGPR, SVGP, GPyTorch's ``RFFKernel`` and
 gprf's ``RandomFourierKernel`` trained by :func:`gprf.fit_mll` (once per ``--gprf-features`` value). Reported
 per method: test RMSE and test NLL (Gaussian predictive with the likelihood noise, mean per test point, in
@@ -18,10 +18,17 @@ import textwrap
 import torch
 
 from gprf.cli.data import Dataset
-from gprf.cli.options import CLIError, check_output_path, positive_float, positive_int, subset_of
-from gprf.cli.regression_data import TEST_FRACTION, dataset_names, load_datasets, regression_split
-from gprf.cli.regression_methods import LEARNING_RATE, METHODS, Sizes, predictive_metrics, run_contender
-from gprf.cli.regression_plot import check_plotting, plot_regression
+from gprf.cli.options import (
+    CLIError,
+    check_output_path,
+    positive_float,
+    positive_int,
+    require_matplotlib,
+    subset_of,
+)
+from benchmarks.regression_data import TEST_FRACTION, dataset_names, load_datasets, regression_split
+from benchmarks.regression_methods import LEARNING_RATE, METHODS, Sizes, predictive_metrics, run_contender
+from benchmarks.regression_plot import plot_regression
 from gprf.cli.report import Progress, format_number, format_seconds, format_table
 
 #: argparse type of ``--methods``: a comma-separated subset of :data:`METHODS`, in canonical order.
@@ -42,7 +49,7 @@ def even_ints(text: str) -> list[int]:
 
 
 def add_regression_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``regression`` option group of ``gprf bench``."""
+    """The ``regression`` option group of ``python -m benchmarks``."""
     group = parser.add_argument_group("regression")
     group.add_argument(
         "--data-dir",
@@ -113,7 +120,7 @@ def load_regression_datasets(args: argparse.Namespace) -> list[Dataset] | None:
         return None
     if args.plot is not None:
         check_output_path(args.plot, "--plot")
-        check_plotting()
+        require_matplotlib("--plot")
     return load_datasets(args.data_dir, args.datasets)
 
 

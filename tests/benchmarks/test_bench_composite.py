@@ -1,4 +1,4 @@
-"""gprf.cli.bench_composite: the composite-kernel accuracy sub-benchmark alone, its report fields, the errors falling
+"""benchmarks.bench_composite: the composite-kernel accuracy sub-benchmark alone, its report fields, the errors falling
 with F, the fitted slopes, the naive Kronecker baseline it is measured against, and the case registry hook."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 
-from gprf.cli.bench_composite import ADDITIVE_CASE_HOOK, COMPOSITE_CASES, _slope, register_case, run_composite
+from benchmarks.bench_composite import ADDITIVE_CASE_HOOK, COMPOSITE_CASES, _slope, register_case, run_composite
 from gprf.kernels import FeatureProductKernel
-from tests.cli.conftest import run_json
+from tests.benchmarks.conftest import run_json
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
