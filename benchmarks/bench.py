@@ -45,6 +45,7 @@ from benchmarks.bench_regression import (
 from benchmarks.bench_roofline import gemm_rates, render_roofline, roofline_report
 from benchmarks.bench_thompson import render_thompson, run_thompson
 from benchmarks.bo_objectives import BO_OBJECTIVES
+from gprf.cli.main import run_command
 from gprf.cli.options import (
     DTYPES,
     CLIError,
@@ -57,7 +58,6 @@ from gprf.cli.options import (
     require_matplotlib,
     resolve_device,
 )
-from gprf.cli.main import run_command
 from gprf.cli.report import Progress, write_json
 
 PROG = "python -m benchmarks"

@@ -1,4 +1,4 @@
-r"""``python -m benchmarks --what acquisition``: acquisition values with gradients, gprf's feature model against the exact GP.
+r"""``--what acquisition``: acquisition values with gradients, gprf's feature model against the exact GP.
 
 Acquisition optimisation evaluates the posterior at many candidate batches, with gradients, over and over. At each
 training size :math:`N` of ``--acq-n`` (synthetic data in the unit cube, hyperparameters at BoTorch's initial

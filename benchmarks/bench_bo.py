@@ -1,4 +1,4 @@
-r"""``python -m benchmarks --what bo``: Bayesian optimisation with large batches, gprf against the exact ``SingleTaskGP``.
+r"""``--what bo``: Bayesian optimisation with large batches, gprf against the exact ``SingleTaskGP``.
 
 Maximises ``--bo-objective`` in ``--bo-d`` dimensions (:mod:`benchmarks.bo_objectives`: the negated
 Styblinski–Tang function, or a Matérn-3/2 GP prior sample observed with noise of variance ``--bo-noise``, the

@@ -1,4 +1,4 @@
-r"""``python -m benchmarks --what composite``: accuracy of random features for composite kernels against the exact composite.
+r"""``--what composite``: accuracy of random features for composite kernels against the exact composite.
 
 For each case and each number of features :math:`F` the benchmark reports, averaged over feature draws, the relative
 Frobenius error :math:`\lVert\hat K - K\rVert_F/\lVert K\rVert_F` of the training Gram matrix and the mean per test

@@ -1,4 +1,4 @@
-r"""``python -m benchmarks --what featurize``: feature-map speed, structured (FWHT) against dense projections.
+r"""``--what featurize``: feature-map speed, structured (FWHT) against dense projections.
 
 Each contender maps the same :math:`N\times d` inputs to :math:`F` real features, timed in the same run
 (``torch.no_grad()``, the whole forward pass including :math:`\cos`/:math:`\sin` or products):

@@ -1,4 +1,4 @@
-"""``python -m benchmarks --what mll,predict``: GP training and prediction speed of gprf against its peers.
+"""``--what mll,predict``: GP training and prediction speed of gprf against its peers.
 
 Three GPs with the same model (``ConstantMean``, ``ScaleKernel``, ``GaussianLikelihood``), the same
 hyperparameters and the same synthetic data, measured in the same run:

@@ -1,4 +1,4 @@
-"""``python -m benchmarks --what regression``: test accuracy per second of training, gprf against GPyTorch's scalable GPs.
+"""``--what regression``: test accuracy per second of training, gprf against GPyTorch's scalable GPs.
 
 On each dataset (:mod:`benchmarks.regression_data`: a seeded subsample of ``--max-n`` rows, a seeded 90/10
 train/test split, inputs and target standardised by the training statistics), every method of
@@ -17,6 +17,9 @@ import textwrap
 
 import torch
 
+from benchmarks.regression_data import TEST_FRACTION, dataset_names, load_datasets, regression_split
+from benchmarks.regression_methods import LEARNING_RATE, METHODS, Sizes, predictive_metrics, run_contender
+from benchmarks.regression_plot import plot_regression
 from gprf.cli.data import Dataset
 from gprf.cli.options import (
     CLIError,
@@ -26,9 +29,6 @@ from gprf.cli.options import (
     require_matplotlib,
     subset_of,
 )
-from benchmarks.regression_data import TEST_FRACTION, dataset_names, load_datasets, regression_split
-from benchmarks.regression_methods import LEARNING_RATE, METHODS, Sizes, predictive_metrics, run_contender
-from benchmarks.regression_plot import plot_regression
 from gprf.cli.report import Progress, format_number, format_seconds, format_table
 
 #: argparse type of ``--methods``: a comma-separated subset of :data:`METHODS`, in canonical order.

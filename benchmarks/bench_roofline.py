@@ -1,4 +1,4 @@
-r"""``python -m benchmarks`` roofline: the MLL step against the matrix-multiply rate measured in the same run.
+r"""``--what mll`` roofline: the MLL step against the matrix-multiply rate measured in the same run.
 
 The marginal-likelihood step of a random-feature GP with :math:`N` points and :math:`F` features is
 dominated by the Gram matrix :math:`R^\top\Sigma^{-1}R` (a symmetric rank-:math:`N` update, :math:`NF^2`

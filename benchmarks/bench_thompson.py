@@ -1,4 +1,4 @@
-r"""``python -m benchmarks --what thompson``: pathwise Thompson sampling, gprf against BoTorch's default route.
+r"""``--what thompson``: pathwise Thompson sampling, gprf against BoTorch's default route.
 
 Discrete Thompson sampling of ``S`` candidates (default 100): draw ``S`` posterior sample paths with BoTorch's
 ``draw_matheron_paths`` (what ``PathwiseThompsonSampling`` draws), evaluate every path on the same ``C``

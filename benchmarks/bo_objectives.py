@@ -1,4 +1,4 @@
-r"""The test problems of ``python -m benchmarks --what bo``: what a batch of points observes, and its noiseless value.
+r"""The test problems of ``--what bo``: what a batch of points observes, and its noiseless value.
 
 * ``styblinski-tang``: the negated Styblinski–Tang function on :math:`[-5, 5]^d`, rescaled to the unit cube;
   noiseless, maximum :math:`39.166\,d`.

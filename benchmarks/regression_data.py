@@ -1,4 +1,4 @@
-"""Datasets of ``python -m benchmarks --what regression``: a folder of ``<name>.npz``/``<name>.csv`` files, or the bundled
+"""Datasets of ``--what regression``: a folder of ``<name>.npz``/``<name>.csv`` files, or the bundled
 default, subsampled and split into standardised training and test tensors.
 
 * ``<name>.npz``: arrays ``x`` of shape ``(n, d)`` and ``y`` of shape ``(n,)`` (or ``(n, 1)``); other arrays (such

@@ -1,4 +1,4 @@
-r"""The contenders of ``python -m benchmarks --what regression``, each trained on its own objective for a wall-clock budget.
+r"""The contenders of ``--what regression``, each trained on its own objective for a wall-clock budget.
 
 Every model is ``ConstantMean`` + ``ScaleKernel(ARD RBF)`` or its approximation + ``GaussianLikelihood`` from
 GPyTorch's initial hyperparameters, trained with Adam:

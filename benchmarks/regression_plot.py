@@ -1,4 +1,4 @@
-"""``--plot`` of ``python -m benchmarks --what regression``: test NLL and RMSE against training time, one column per dataset.
+"""``--plot`` of ``--what regression``: test NLL and RMSE against training time, one column per dataset.
 
 Drawn on a bare :class:`matplotlib.figure.Figure` (Agg canvas, no ``pyplot``): no global backend switch and no
 window, whatever the caller's matplotlib setup.

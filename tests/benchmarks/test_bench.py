@@ -1,20 +1,33 @@
-"""``python -m benchmarks`` (benchmarks.bench): every sub-benchmark through ``--what`` with its ratios and report
-fields, devices, the global RNG and thread count left alone, and argparse errors.
+"""``python -m benchmarks`` (benchmarks.bench and benchmarks/__main__.py): the command from the repository root,
+every sub-benchmark through ``--what`` with its ratios and report fields, devices, the global RNG and thread count
+left alone, and argparse errors.
 
 Tiny sizes only; timings are reported, never asserted.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
-from benchmarks.bench import main
-from benchmarks.bench import SUB_BENCHMARKS, sub_benchmarks
+from benchmarks.bench import SUB_BENCHMARKS, main, sub_benchmarks
 from benchmarks.bench_featurize import RATIOS
 from tests.benchmarks.conftest import TINY_BENCH, TINY_SUB_BENCH, run_json
 
 pytestmark = pytest.mark.usefixtures("single_thread")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_python_dash_m_benchmarks_runs_from_the_repository_root():
+    command = [sys.executable, "-m", "benchmarks", "--help"]
+    result = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)
+    assert result.stdout.startswith("usage: python -m benchmarks [-h] [--what LIST]")
+    words = " ".join(result.stdout.split())  # argparse wraps the help at the terminal width
+    assert "sub-benchmarks: mll, predict, featurize, thompson, acquisition, bo, regression, composite" in words
 
 
 def test_all_sub_benchmarks_report_their_ratios_and_fields(tmp_path, capsys):

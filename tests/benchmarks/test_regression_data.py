@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from gprf.cli.options import CLIError
 from benchmarks.regression_data import (
     dataset_files,
     load_datasets,
@@ -20,6 +19,7 @@ from benchmarks.regression_data import (
     regression_split,
     subsample,
 )
+from gprf.cli.options import CLIError
 
 CPU = torch.device("cpu")
 

@@ -12,7 +12,6 @@ import pytest
 import torch
 from gpytorch.kernels import InducingPointKernel, RFFKernel
 
-from gprf.cli.data import Split
 from benchmarks.regression_methods import (
     METHODS,
     Clock,
@@ -22,6 +21,7 @@ from benchmarks.regression_methods import (
     predictive_metrics,
     run_contender,
 )
+from gprf.cli.data import Split
 from gprf.kernels import RandomFourierKernel
 
 pytestmark = pytest.mark.usefixtures("single_thread")

@@ -11,8 +11,8 @@ import pytest
 
 from gprf import __version__
 from gprf.cli import build_parser, main
-from gprf.cli.main import BENCH_MOVED, console_script
 from gprf.cli.kernel_spec import MAX_NESTING
+from gprf.cli.main import BENCH_MOVED, console_script
 from tests.cli.conftest import TINY_COMPARE, cli_error
 
 
