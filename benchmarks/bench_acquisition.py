@@ -33,9 +33,10 @@ import torch
 from torch import Tensor
 
 from benchmarks.bench_gp import synthetic_data
+from benchmarks.timing import interleaved_timings
 from gprf.cli.options import CLIError
 from gprf.cli.report import Progress, format_seconds, format_table
-from gprf.cli.timing import interleaved_timings, timed
+from gprf.cli.timing import timed
 
 MEASURES = {"setup": "qLogNEI setup", "posterior": "posterior + grad", "qlognei": "qLogNEI + grad"}
 

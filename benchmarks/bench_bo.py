@@ -31,7 +31,8 @@ import torch
 from torch import Tensor
 
 from benchmarks.bo_objectives import make_objective
-from gprf.cli.options import CLIError, subset_of
+from benchmarks.options import subset_of
+from gprf.cli.options import CLIError
 from gprf.cli.report import Progress, format_number, format_table
 
 #: ``--bo-methods`` names, in report order.

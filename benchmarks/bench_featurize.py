@@ -28,8 +28,8 @@ import numpy as np
 import torch
 from sklearn.kernel_approximation import PolynomialCountSketch, RBFSampler
 
+from benchmarks.timing import interleaved_timings
 from gprf.cli.report import Progress, format_seconds, format_table
-from gprf.cli.timing import interleaved_timings
 from gprf.features import FeatureMap, PolynomialSketch, RandomFourierFeatures
 
 #: Ratios reported (numerator, denominator): each structured map against its dense or scikit-learn peer.

@@ -29,10 +29,10 @@ from linear_operator.operators import LinearOperator, LowRankRootAddedDiagLinear
 from torch import Tensor
 
 from benchmarks.memory import peak_extra_bytes
+from benchmarks.timing import interleaved_timings
 from gprf.cli.models import CHOLESKY_MAX_SIZE, Hyperparameters, RegressionGP, set_hyperparameters
 from gprf.cli.options import CLIError
 from gprf.cli.report import Progress, format_seconds, format_table
-from gprf.cli.timing import interleaved_timings
 from gprf.kernels import RandomFourierKernel
 
 PEERS = ("gprf", "RFFKernel", "exact")

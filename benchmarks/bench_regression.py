@@ -17,18 +17,12 @@ import textwrap
 
 import torch
 
+from benchmarks.options import subset_of
 from benchmarks.regression_data import TEST_FRACTION, dataset_names, load_datasets, regression_split
 from benchmarks.regression_methods import LEARNING_RATE, METHODS, Sizes, predictive_metrics, run_contender
 from benchmarks.regression_plot import plot_regression
 from gprf.cli.data import Dataset
-from gprf.cli.options import (
-    CLIError,
-    check_output_path,
-    positive_float,
-    positive_int,
-    require_matplotlib,
-    subset_of,
-)
+from gprf.cli.options import CLIError, check_output_path, positive_float, positive_int, require_matplotlib
 from gprf.cli.report import Progress, format_number, format_seconds, format_table
 
 #: argparse type of ``--methods``: a comma-separated subset of :data:`METHODS`, in canonical order.

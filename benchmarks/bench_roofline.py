@@ -15,8 +15,8 @@ import statistics
 
 import torch
 
+from benchmarks.timing import interleaved_timings
 from gprf.cli.report import format_number, format_seconds, format_table
-from gprf.cli.timing import interleaved_timings
 
 #: GEMM shapes timed: name -> description (``a @ b`` with ``a`` and ``b`` drawn below).
 GEMMS = {

@@ -31,9 +31,9 @@ from torch import Tensor
 
 from benchmarks.bench_gp import synthetic_data
 from benchmarks.memory import available_memory_bytes, peak_extra_tensor_bytes, probe_memory
+from benchmarks.timing import interleaved_timings
 from gprf.cli.options import CLIError
 from gprf.cli.report import Progress, format_seconds, format_table
-from gprf.cli.timing import interleaved_timings
 
 ROUTES = {
     "gprf-large": "gprf RandomFeatureSingleTaskGP, large N",

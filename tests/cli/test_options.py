@@ -56,16 +56,3 @@ def test_apply_threads_sets_the_intra_op_thread_count():
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(previous)
-
-
-def test_subset_of_keeps_the_choices_order_and_names_unknown_entries():
-    import argparse
-
-    from gprf.cli.options import subset_of
-
-    parse = subset_of(("a", "b", "c"), "letter")
-    assert parse(" c, a ,c") == ["a", "c"]
-    with pytest.raises(argparse.ArgumentTypeError, match=r"unknown letter\(s\) 'z'; choose from a, b, c"):
-        parse("a,z")
-    with pytest.raises(argparse.ArgumentTypeError, match="none given"):
-        parse(" , ")
