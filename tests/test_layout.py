@@ -1,12 +1,9 @@
 """The test suite mirrors the source tree: the tests of ``gprf/<package>/<module>.py`` live in
 ``tests/<package>/test_<module>.py`` (``tests/test_<module>.py`` for top-level modules; a private module's leading
-underscore is dropped, e.g. ``gprf/_checks.py`` -> ``tests/test_checks.py``), those of the repository's
-``benchmarks/<module>.py`` in ``tests/benchmarks/test_<module>.py``, and every test module has its source module.
-Package ``__init__.py`` files only re-export or describe, ``gprf/__main__.py`` is covered by ``tests/cli/test_main.py``
-and ``benchmarks/__main__.py`` by ``tests/benchmarks/test_bench.py``.
+underscore is dropped, e.g. ``gprf/_checks.py`` -> ``tests/test_checks.py``), and every test module has its source
+module. Package ``__init__.py`` files only re-export and ``gprf/__main__.py`` is covered by ``tests/cli/test_main.py``.
 
-This checks the repository's layout, not a module of gprf; ``tests/test_packaging.py`` checks what the built package
-holds, so neither has a source module.
+This checks the repository's layout, not a module of gprf.
 """
 
 from __future__ import annotations
@@ -15,8 +12,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EXEMPT = {"__init__.py", "__main__.py"}
-#: Source trees and the test folders that mirror them.
+#: Source trees and the test folders that mirror them: the repository's benchmarks (not part of the package) are
+#: tested in ``tests/benchmarks/test_<module>.py``; ``benchmarks/__main__.py`` is covered by
+#: ``tests/benchmarks/test_bench.py``.
 SOURCE_TREES = {ROOT / "gprf": ROOT / "tests", ROOT / "benchmarks": ROOT / "tests" / "benchmarks"}
+#: Tests of the repository rather than of a module: this file, and what the built package holds.
 REPOSITORY_TESTS = {ROOT / "tests" / "test_layout.py", ROOT / "tests" / "test_packaging.py"}
 
 
