@@ -30,8 +30,10 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import torch
 from botorch.acquisition.logei import qLogNoisyExpectedImprovement
@@ -47,8 +49,10 @@ from botorch.utils.sampling import draw_sobol_samples
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from gprf.botorch import RandomFeatureSingleTaskGP, TrustRegion, model_lengthscale, thompson_sample
-from gprf.cli.bench_thompson import dense_update_bytes
-from gprf.cli.memory import peak_memory_bytes
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: benchmarks/ is not installed
+from benchmarks.bench_thompson import dense_update_bytes
+from benchmarks.memory import peak_memory_bytes
 
 METHODS = ("exact-qLogNEI", "rf-qLogNEI", "rf-TS", "rf-TS-TR")
 

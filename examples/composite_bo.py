@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import torch
 from botorch.acquisition.logei import qLogNoisyExpectedImprovement
@@ -41,8 +43,10 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 
 import gprf
 from gprf.botorch import RandomFeatureSingleTaskGP, TrustRegion, model_lengthscale, thompson_sample
-from gprf.cli.bo_objectives import StyblinskiTang
 from gprf.cli.kernel_spec import parse_kernel_spec
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: benchmarks/ is not installed
+from benchmarks.bo_objectives import StyblinskiTang
 
 METHODS = ("exact", "gprf", "gprf-TS")
 

@@ -1,4 +1,4 @@
-"""``python -m gprf compare|bench ...`` (see :mod:`gprf.cli`)."""
+"""``python -m gprf compare ...`` (see :mod:`gprf.cli`)."""
 
 from gprf.cli import main
 

@@ -19,16 +19,23 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXEMPT = {"__init__.py", "__main__.py"}
+#: Source trees and the test folders that mirror them: the repository's benchmarks (not part of the package) are
+#: tested in ``tests/benchmarks/test_<module>.py``; ``benchmarks/__main__.py`` is covered by
+#: ``tests/benchmarks/test_bench.py``.
+SOURCE_TREES = {ROOT / "gprf": ROOT / "tests", ROOT / "benchmarks": ROOT / "tests" / "benchmarks"}
+#: Tests of the repository rather than of a module: this file, and what the built package holds.
+REPOSITORY_TESTS = {ROOT / "tests" / "test_layout.py", ROOT / "tests" / "test_packaging.py"}
 
 
 def _expected_test_files() -> dict[Path, Path]:
-    """``{test file: source module}`` for every module of gprf that needs tests."""
+    """``{test file: source module}`` for every module of gprf and of the benchmarks that needs tests."""
     expected = {}
-    for source in sorted((ROOT / "gprf").rglob("*.py")):
-        if source.name in EXEMPT:
-            continue
-        package = source.parent.relative_to(ROOT / "gprf")
-        expected[ROOT / "tests" / package / f"test_{source.stem.lstrip('_')}.py"] = source
+    for tree, tests in SOURCE_TREES.items():
+        for source in sorted(tree.rglob("*.py")):
+            if source.name in EXEMPT:
+                continue
+            package = source.parent.relative_to(tree)
+            expected[tests / package / f"test_{source.stem.lstrip('_')}.py"] = source
     return expected
 
 
@@ -38,7 +45,7 @@ def test_every_module_has_its_test_file():
 
 
 def test_every_test_file_mirrors_a_module():
-    expected = set(_expected_test_files()) | {Path(__file__).resolve()}
+    expected = set(_expected_test_files()) | REPOSITORY_TESTS
     stray = [
         str(path.relative_to(ROOT)) for path in sorted((ROOT / "tests").rglob("test_*.py")) if path not in expected
     ]

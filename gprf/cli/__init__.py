@@ -1,7 +1,9 @@
-"""Command-line interface: ``python -m gprf compare`` (approximations vs the exact GP on your data) and
-``python -m gprf bench`` (speed against GPyTorch's RFFKernel and the exact GP).
+"""Command-line interface: ``python -m gprf compare`` (or the ``gprf`` console script): the kernel approximations
+against the exact GP on your data.
 
-New approximations for ``compare`` are registered in :mod:`gprf.cli.approximations`.
+New approximations for ``compare`` are registered in :mod:`gprf.cli.approximations`. The speed and accuracy
+benchmarks are not installed with the package: they live in the repository's ``benchmarks/`` folder
+(``python -m benchmarks`` from the repository root).
 """
 
 from gprf.cli.main import build_parser, main

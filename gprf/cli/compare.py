@@ -1,6 +1,6 @@
 """``gprf compare``: how well does each kernel approximation reproduce the exact GP on your data?
 
-Steps: load the data (the bundled scikit-learn *diabetes* set by default, or ``--data file.csv
+Steps: load the data (the bundled *diabetes* set of Efron et al. 2004 by default, or ``--data file.csv
 --target column``); split train/test with a seed and standardise with the training statistics; fit the
 exact GP's hyperparameters (``ConstantMean``, ``ScaleKernel`` of an ARD RBF/Matérn kernel,
 ``GaussianLikelihood``) by marginal likelihood on a subsample; condition the exact GP on the training
@@ -56,6 +56,7 @@ from gprf.cli.options import (
     non_negative_int,
     positive_float,
     positive_int,
+    require_matplotlib,
     resolve_device,
 )
 from gprf.cli.report import Progress, format_number, format_seconds, format_table, write_json
@@ -307,17 +308,8 @@ def _validate_options(args: argparse.Namespace, log: Progress) -> _RunContext:
     check_output_path(args.json, "--json")
     check_output_path(args.plot, "--plot")
     if args.plot:
-        _require_matplotlib()
+        require_matplotlib("--plot")
     return _RunContext(args, device, dtype, methods, log)
-
-
-def _require_matplotlib() -> None:
-    """Raises :class:`CLIError` if ``--plot`` cannot work because matplotlib is missing."""
-    # Checked up front so that a missing plotting library does not cost the user a whole ctx.
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise CLIError("argument --plot: needs matplotlib (pip install matplotlib)") from None
 
 
 def _load_and_split(ctx: _RunContext) -> tuple[Dataset, Split]:

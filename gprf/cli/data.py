@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import math
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -37,19 +38,23 @@ class Dataset:
 
 
 def _load_diabetes() -> Dataset:
-    from sklearn.datasets import load_diabetes
-
-    bunch = load_diabetes()
+    """The diabetes data of Efron, Hastie, Johnstone & Tibshirani (2004, *Least Angle Regression*), shipped with
+    gprf as ``gprf/cli/diabetes.csv``: ten baseline variables of 442 patients (age, sex, body mass index, mean
+    blood pressure, six blood serum measurements) in their original units, and a measure of disease progression one
+    year later (the last column)."""
+    with resources.files("gprf.cli").joinpath("diabetes.csv").open(encoding="utf-8") as table:
+        names = table.readline().rstrip("\n").split(",")
+        values = np.loadtxt(table, delimiter=",", dtype=np.float64, ndmin=2)
     return Dataset(
-        name="diabetes (scikit-learn, bundled)",
-        x=np.asarray(bunch.data, dtype=np.float64),
-        y=np.asarray(bunch.target, dtype=np.float64),
-        input_names=tuple(bunch.feature_names),
-        target_name="disease progression",
+        name="diabetes (Efron et al. 2004, bundled)",
+        x=values[:, :-1],
+        y=values[:, -1],
+        input_names=tuple(names[:-1]),
+        target_name=names[-1],
     )
 
 
-#: Datasets shipped with an installed dependency (no download), by ``--data`` name.
+#: Datasets shipped with gprf (no download), by ``--data`` name.
 BUILTIN_DATASETS = {"diabetes": _load_diabetes}
 DEFAULT_DATASET = "diabetes"
 

@@ -1,4 +1,4 @@
-"""Argument types and validation shared by the ``gprf`` subcommands."""
+"""Argument types and validation of ``python -m gprf compare``, shared with the repository's benchmarks."""
 
 from __future__ import annotations
 
@@ -37,23 +37,6 @@ positive_int = _checked_number(int, lambda value: value >= 1, "a positive intege
 non_negative_int = _checked_number(int, lambda value: value >= 0, "a non-negative integer")
 positive_float = _checked_number(float, lambda value: 0 < value < float("inf"), "a positive number")
 fraction = _checked_number(float, lambda value: 0.0 < value < 1.0, "a number strictly between 0 and 1")
-
-
-def subset_of(choices: tuple[str, ...], kind: str) -> Callable[[str], list[str]]:
-    """argparse type of a comma-separated subset of ``choices`` (duplicates dropped, in the order of ``choices``);
-    an unknown or empty list is an error naming the ``kind`` of the names and the choices."""
-
-    def parse(text: str) -> list[str]:
-        names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
-        unknown = [name for name in names if name not in choices]
-        if not names or unknown:
-            raise argparse.ArgumentTypeError(
-                f"unknown {kind}(s) {', '.join(map(repr, unknown)) or 'none given'}; "
-                f"choose from {', '.join(choices)} (comma-separated)"
-            )
-        return [name for name in choices if name in names]
-
-    return parse
 
 
 def add_device_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,6 +79,14 @@ def check_output_path(path: str | None, option: str) -> None:
         raise CLIError(f"argument {option}: {path!r} is a directory; give a file name")
     if not target.parent.is_dir():
         raise CLIError(f"argument {option}: folder {str(target.parent)!r} does not exist")
+
+
+def require_matplotlib(option: str) -> None:
+    """Fail before a long run if ``option`` (a plot file) cannot be drawn because matplotlib is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise CLIError(f"argument {option}: needs matplotlib (pip install matplotlib)") from None
 
 
 def apply_threads(threads: int | None) -> None:

@@ -1,18 +1,19 @@
-"""``python -m gprf`` (gprf.cli.main and gprf/__main__.py): the entry point, its help, the missing command, both
-commands on each device, and bad inputs to either command, each a one-line argparse error with exit status 2."""
+"""``python -m gprf`` (gprf.cli.main and gprf/__main__.py): the entry point, its help, the missing command, compare on
+each device, bad inputs to it, each a one-line argparse error with exit status 2, and the pointer that ``bench`` gives
+to the benchmarks' new home."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from gprf import __version__
 from gprf.cli import build_parser, main
 from gprf.cli.kernel_spec import MAX_NESTING
-from tests.cli.conftest import TINY_BENCH, TINY_COMPARE, cli_error
+from gprf.cli.main import BENCH_MOVED, console_script
+from tests.cli.conftest import TINY_COMPARE, cli_error
 
 
 def test_python_dash_m_gprf_help():
@@ -27,11 +28,28 @@ def test_missing_command_is_an_error(capsys):
     assert "required: <command>" in capsys.readouterr().err
 
 
-def test_compare_and_bench_run_on_each_device(capsys, device):
+def test_compare_runs_on_each_device(capsys, device):
     assert main([*TINY_COMPARE, "--methods", "rff", "--device", str(device)]) == 0
     assert f"float64 on {device}" in capsys.readouterr().out
-    assert main([*TINY_BENCH, "--device", str(device), "--exact-max-n", "200"]) == 0
-    assert "ratio gprf/exact" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [[], ["--what", "all", "--threads", "1"], ["--help"], ["-h", "--n=5", "x"]])
+def test_bench_points_to_the_benchmarks_and_fails(capsys, argv):
+    """Any earlier ``bench`` command line, help included, gets one line on stderr naming the new command, and a
+    non-zero exit status; nothing runs."""
+    assert main(["bench", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"python -m gprf bench: {BENCH_MOVED}\n"
+    assert "'python -m benchmarks [options]'" in BENCH_MOVED
+
+
+def test_the_console_script_is_gprf(capsys, monkeypatch):
+    """The ``gprf`` command runs the same parser under its own name."""
+    monkeypatch.setattr("sys.argv", ["gprf", "bench"])
+    assert console_script() == 2
+    assert capsys.readouterr().err.startswith("gprf bench: the benchmarks are not part of the installed package")
+    assert build_parser("gprf").prog == "gprf"
 
 
 def test_parser_knows_both_commands_and_the_version(capsys):
@@ -42,6 +60,7 @@ def test_parser_knows_both_commands_and_the_version(capsys):
     assert exit_info.value.code == 0
     assert __version__ in capsys.readouterr().out
     assert parser.parse_args(["compare"]).command == "compare" and parser.parse_args(["bench"]).command == "bench"
+    assert "moved: run 'python -m benchmarks' from the repository" in parser.format_help()
 
 
 def _csv(header: str, row: str = "{a},{b},{y}", num_rows: int = 30) -> str:
@@ -50,37 +69,20 @@ def _csv(header: str, row: str = "{a},{b},{y}", num_rows: int = 30) -> str:
     return "\n".join([header, *rows]) + "\n"
 
 
-def _write_npz(path, **arrays) -> None:
-    np.savez(path, **arrays)
-
-
-def _truncated_npz(path) -> None:
-    _write_npz(path, x=np.ones((30, 2)), y=np.arange(30.0))
-    path.write_bytes(path.read_bytes()[:-40])
-
-
 NESTED = "(" * 5000 + "rbf" + ")" * 5000
-# Bad input files for compare (CSV) and bench --what regression (a folder holding one .npz), and the error fragment.
+# Bad CSV files for compare and the error fragment.
 BAD_FILES = [
-    ("d.csv", lambda path: path.write_text(_csv("a,a,y")), "names column(s) 'a' more than once"),
-    ("d.csv", lambda path: path.write_text(_csv("a,b,y") + "x,1,2\n"), "column 'a' mixes numbers and text (line 32"),
-    ("d.csv", lambda path: path.write_text(_csv("a,b,y") + "1e400,1,2\n"), "column 'a' line 32: '1e400' is beyond"),
-    ("d.csv", lambda path: path.write_bytes(b"a,b,y\n\xff\xfe,1,2\n"), "is not UTF-8 text"),
-    ("d.npz", lambda path: _write_npz(path, x=np.ones((30, 2)) + 1j, y=np.arange(30.0)), "array 'x' has dtype complex"),
-    ("d.npz", lambda path: _write_npz(path, x=np.ones((30, 2)), y=np.array(["a"] * 30)), "array 'y' has dtype <U1"),
-    ("d.npz", lambda path: _write_npz(path, x=np.ones((30, 0)), y=np.arange(30.0)), "shape (30, 0): no input columns"),
-    ("d.npz", _truncated_npz, "cannot read d.npz as an .npz file"),
-    ("d.npz", lambda path: path.write_bytes(b""), "cannot read d.npz as an .npz file"),
+    (lambda path: path.write_text(_csv("a,a,y")), "names column(s) 'a' more than once"),
+    (lambda path: path.write_text(_csv("a,b,y") + "x,1,2\n"), "column 'a' mixes numbers and text (line 32"),
+    (lambda path: path.write_text(_csv("a,b,y") + "1e400,1,2\n"), "column 'a' line 32: '1e400' is beyond"),
+    (lambda path: path.write_bytes(b"a,b,y\n\xff\xfe,1,2\n"), "is not UTF-8 text"),
 ]
 
 
-@pytest.mark.parametrize(("name", "write", "message"), BAD_FILES)
-def test_bad_data_files_are_one_line_errors(tmp_path, capsys, name, write, message):
-    write(tmp_path / name)
-    if name.endswith(".csv"):
-        argv = ["compare", "--data", str(tmp_path / name), "--target", "y", "--quiet"]
-    else:
-        argv = ["bench", "--what", "regression", "--data-dir", str(tmp_path), "--quiet"]
+@pytest.mark.parametrize(("write", "message"), BAD_FILES)
+def test_bad_data_files_are_one_line_errors(tmp_path, capsys, write, message):
+    write(tmp_path / "d.csv")
+    argv = ["compare", "--data", str(tmp_path / "d.csv"), "--target", "y", "--quiet"]
     assert message in cli_error(capsys, argv)
 
 

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 import pytest
 import torch
 
-from gprf.cli.options import CLIError, apply_threads, check_output_path, fraction, positive_int, resolve_device
+from gprf.cli.options import (
+    CLIError,
+    apply_threads,
+    check_output_path,
+    fraction,
+    positive_int,
+    require_matplotlib,
+    resolve_device,
+)
 
 
 def test_argument_types_and_device():
@@ -31,6 +40,13 @@ def test_output_paths_must_be_in_an_existing_folder(tmp_path):
         check_output_path(str(tmp_path), "--plot")
 
 
+def test_plotting_without_matplotlib_is_a_clear_error_naming_the_option(monkeypatch):
+    require_matplotlib("--plot")  # installed with the test extra: no error
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what an environment without matplotlib imports
+    with pytest.raises(CLIError, match=r"argument --bo-plot: needs matplotlib \(pip install matplotlib\)"):
+        require_matplotlib("--bo-plot")
+
+
 def test_apply_threads_sets_the_intra_op_thread_count():
     previous = torch.get_num_threads()
     try:
@@ -40,16 +56,3 @@ def test_apply_threads_sets_the_intra_op_thread_count():
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(previous)
-
-
-def test_subset_of_keeps_the_choices_order_and_names_unknown_entries():
-    import argparse
-
-    from gprf.cli.options import subset_of
-
-    parse = subset_of(("a", "b", "c"), "letter")
-    assert parse(" c, a ,c") == ["a", "c"]
-    with pytest.raises(argparse.ArgumentTypeError, match=r"unknown letter\(s\) 'z'; choose from a, b, c"):
-        parse("a,z")
-    with pytest.raises(argparse.ArgumentTypeError, match="none given"):
-        parse(" , ")
