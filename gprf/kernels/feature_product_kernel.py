@@ -83,7 +83,7 @@ class FeatureProductKernel(FeatureKernelOfParts):
     * ``"auto"`` (default): ``"kronecker"`` when ``num_features`` is ``None`` or :math:`\prod_i F_i \le`
       ``num_features``; else ``"joint"`` when every factor is a random Fourier feature kernel with at least
       ``num_features / 2`` frequencies (measured lower error per feature than ``"permutation"``; see
-      ``python -m gprf bench --what composite``), else ``"permutation"``.
+      ``python -m benchmarks --what composite``), else ``"permutation"``.
 
     ``k1 * k2`` between feature kernels builds this kernel, with ``num_features`` the largest random factor's
     root dimension times the exact factors' (:func:`default_product_budget`). GPyTorch's ``ScaleKernel(k1) * k2``
