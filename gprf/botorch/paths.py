@@ -9,9 +9,12 @@ gprf's Matheron paths (:func:`~gprf.botorch.weight_space_matheron_paths`,
     + \underbrace{\phi(z)^\top v}_{\text{update path}}.
 
 BoTorch's ``MatheronPath`` evaluates its two paths in turn, each transforming and featurising the inputs, so a
-candidate set would be featurised twice, the costly part of evaluating a path (Thompson sampling pays it on every
-candidate set). :class:`SharedFeatureMatheronPath` computes :math:`z` and :math:`\phi(z)` once and combines them with
-both weights.
+candidate set would be featurised twice (Thompson sampling pays it on every candidate set); and each path multiplies
+the features with its weights ``sample_shape x batch x F`` as a matrix-vector product per sample, broadcasting the
+:math:`n\times F` features over the samples: an :math:`S\times n\times F` copy of them, seconds and gigabytes for
+100 paths at a few thousand candidates. :class:`SharedFeatureMatheronPath` computes :math:`z` and :math:`\phi(z)`
+once and multiplies them with the weights of all samples as the columns of one matrix product per batch member
+(:func:`linear_path_values`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from torch import Tensor
 class SharedFeatureMatheronPath(MatheronPath):
     r"""BoTorch's ``MatheronPath`` for a prior path and an update path that share their feature map and input
     transform (the same objects): evaluated as a whole, it transforms and featurises its inputs once (module
-    docstring), and gives the values of BoTorch's sum of the two paths.
+    docstring), and gives the values of BoTorch's sum of the two paths (up to the order of the sums over features:
+    rounding).
 
     ``paths["prior_paths"]`` and ``paths["update_paths"]`` stay BoTorch ``GeneralizedLinearPath``\ s that can be
     evaluated alone. When they do not share their features (e.g. a caller replaced one of them), the path is
@@ -45,10 +49,24 @@ class SharedFeatureMatheronPath(MatheronPath):
         if prior.is_ensemble and not prior.ensemble_as_batch:
             x = x.unsqueeze(-3)
         features = prior.feature_map(x, **kwargs)
-        values = (features @ prior.weight.unsqueeze(-1)).squeeze(-1)
+        values = linear_path_values(features, prior.weight)
         if prior.bias_module is not None:
             values = values + prior.bias_module(x)
-        return values + (features @ update.weight.unsqueeze(-1)).squeeze(-1)
+        return values + linear_path_values(features, update.weight)
+
+
+def linear_path_values(features: Tensor, weight: Tensor) -> Tensor:
+    """BoTorch's ``GeneralizedLinearPath`` values ``(features @ weight.unsqueeze(-1)).squeeze(-1)`` for features
+    ``batch x n x F`` and weights ``sample x batch x F`` (batch dimensions broadcast, aligned from the right), with the
+    sample dimensions — those of ``weight`` beyond the features' batch — as the columns of one matrix product per batch
+    member, so that the features are never copied per sample. Returns ``sample x batch x n``."""
+    num_samples_dims = weight.dim() - 1 - (features.dim() - 2)
+    if num_samples_dims <= 0:  # no sample dimension to fold (the inputs carry the samples' batch)
+        return (features @ weight.unsqueeze(-1)).squeeze(-1)
+    sample_shape = weight.shape[:num_samples_dims]
+    columns = weight.reshape(-1, *weight.shape[num_samples_dims:]).movedim(0, -1)  # batch x F x samples
+    values = features @ columns  # batch x n x samples
+    return values.movedim(-1, 0).reshape(*sample_shape, *values.shape[:-1])
 
 
 def _share_features(prior: SamplePath, update: SamplePath) -> bool:

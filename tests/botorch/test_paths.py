@@ -1,17 +1,18 @@
 """gprf.botorch.paths: a Matheron path whose prior and update share their feature map featurises its inputs once per
-evaluation (single-task and MultiTaskGP paths, a counted spy on the feature map and on the kernel's features) and gives
-the values of BoTorch's MatheronPath on the same two paths, bit for bit — with input transforms, a mean, an ensemble
-dimension — also after a caller replaced one of them."""
+evaluation (single-task and MultiTaskGP paths; the feature map's calls counted) and gives BoTorch's sum of the two paths
+within the rounding bound of the sums over features — with input transforms, a mean, an ensemble dimension, inputs
+shared by the samples or one set per sample — and, once a caller replaced one of them, BoTorch's evaluation itself."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from unittest import mock
 
 import pytest
 import torch
 from botorch.models.transforms import Normalize
 from botorch.sampling.pathwise import draw_matheron_paths
-from botorch.sampling.pathwise.paths import GeneralizedLinearPath
+from botorch.sampling.pathwise.paths import GeneralizedLinearPath, PathDict
 from botorch.sampling.pathwise.posterior_samplers import MatheronPath
 from gpytorch.means import LinearMean
 
@@ -33,8 +34,42 @@ def _botorch_values(paths: MatheronPath, x: torch.Tensor) -> torch.Tensor:
     return reference(x)
 
 
-def _spy(feature_map_type: type):
-    return mock.patch.object(feature_map_type, "forward", autospec=True, side_effect=feature_map_type.forward)
+@contextmanager
+def _recorded(feature_map_type: type):
+    """The features ``feature_map_type`` computes inside the block, in order."""
+    features = []
+    original = feature_map_type.forward
+
+    def record(self, *args, **kwargs):
+        features.append(original(self, *args, **kwargs))
+        return features[-1]
+
+    with mock.patch.object(feature_map_type, "forward", record):
+        yield features
+
+
+def _linear(features: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return (features @ weight.unsqueeze(-1)).squeeze(-1)  # BoTorch's GeneralizedLinearPath
+
+
+def _assert_botorchs_sum(paths: MatheronPath, x: torch.Tensor, feature_map_type: type) -> torch.Tensor:
+    r"""``paths`` (before its outcome untransform) featurises ``x`` once and gives BoTorch's sum of its two paths, which
+    featurises twice: the two differ only in the order of each sum over the F features, so by at most
+    :math:`2\gamma_F\sum_f|\phi_f|(|w_f| + |v_f|)`, :math:`\gamma_F = F\epsilon / (1 - F\epsilon)` the bound of a sum
+    of F products in any order, plus the rounding of the two additions. Returns the values."""
+    with _recorded(feature_map_type) as features:
+        values = paths.forward(x)
+    assert len(features) == 1
+    with _recorded(feature_map_type) as again:
+        expected = PathDict.forward(paths, x)  # BoTorch's MatheronPath evaluation
+    assert len(again) == 2 and torch.equal(again[0], features[0]) and torch.equal(again[1], features[0])
+    (phi,) = features
+    eps = torch.finfo(phi.dtype).eps
+    gamma = phi.size(-1) * eps / (1 - phi.size(-1) * eps)
+    absolute = sum(_linear(phi.abs(), paths[name].weight.abs()) for name in ("prior_paths", "update_paths"))
+    bound = 2 * gamma * absolute + 4 * eps * expected.abs()
+    assert values.shape == expected.shape and bool(((values - expected).abs() <= bound).all())
+    return values
 
 
 @pytest.mark.parametrize("num_outputs", [1, 2])
@@ -51,39 +86,36 @@ def test_a_path_evaluation_featurises_its_inputs_once(num_outputs):
     x = torch.rand(7, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     if num_outputs > 1:
         x = x.unsqueeze(-3)
-    with _spy(KernelRootFeatureMap) as spy:
-        values = paths(x)
-        assert spy.call_count == 1
-        expected = _botorch_values(paths, x)
-        assert spy.call_count == 3  # BoTorch's MatheronPath: once per path
+    values = _assert_botorchs_sum(paths, x, KernelRootFeatureMap)
     assert values.shape == ((4, 7) if num_outputs == 1 else (4, 2, 7))
-    assert torch.equal(values, expected)
+    with _recorded(KernelRootFeatureMap) as features:
+        untransformed = paths(x)
+    assert len(features) == 1
+    torch.testing.assert_close(untransformed, paths.output_transform(values), rtol=0, atol=0)
 
 
 def test_a_multitask_path_evaluation_featurises_its_inputs_once():
     model = _sampling_model()
     torch.manual_seed(0)
     paths = draw_matheron_paths(model, torch.Size([3]))
-    points = _task_points()
-    with _spy(TaskRootFeatureMap) as spy:
-        values = paths(points)
-        assert spy.call_count == 1
-        expected = _botorch_values(paths, points)
-    assert values.shape == (3, 12) and torch.equal(values, expected)
+    assert _assert_botorchs_sum(paths, _task_points(), TaskRootFeatureMap).shape == (3, 12)
 
 
+@pytest.mark.parametrize("inputs", ["shared", "per-sample"])
 @pytest.mark.parametrize("ensemble", [None, "as-batch", "not-as-batch"])
-def test_shared_paths_give_botorchs_values(ensemble):
+def test_shared_paths_give_botorchs_sum(ensemble, inputs):
     # Built directly: a linear mean (so the bias sees the transformed points), an input transform, and an ensemble
-    # dimension that the paths add themselves (not-as-batch) or read from the inputs (as-batch).
+    # dimension that the paths add themselves (not-as-batch) or read from the inputs (as-batch); the inputs either
+    # shared by the 5 samples or one set per sample (then the features have the samples' batch and nothing is folded).
     kernel = RandomFourierKernel(16, num_dims=2, batch_shape=torch.Size([3]), seed=0).double()
-    feature_map = KernelRootFeatureMap(kernel)
     transform = Normalize(2, bounds=torch.tensor([[-1.0, 0.0], [1.0, 4.0]], dtype=torch.float64)).eval()
-    mean = LinearMean(2).double()
     generator = torch.Generator().manual_seed(2)
-    shared = {"feature_map": feature_map, "input_transform": transform, "is_ensemble": ensemble is not None}
+    shared = {"feature_map": KernelRootFeatureMap(kernel), "input_transform": transform}
+    shared["is_ensemble"] = ensemble is not None
     prior = GeneralizedLinearPath(
-        weight=torch.randn(5, 3, 16, generator=generator, dtype=torch.float64), bias_module=mean, **shared
+        weight=torch.randn(5, 3, 16, generator=generator, dtype=torch.float64),
+        bias_module=LinearMean(2).double(),
+        **shared,
     )
     update = GeneralizedLinearPath(weight=torch.randn(5, 3, 16, generator=generator, dtype=torch.float64), **shared)
     paths = SharedFeatureMatheronPath(prior_paths=prior, update_paths=update)
@@ -91,10 +123,10 @@ def test_shared_paths_give_botorchs_values(ensemble):
     x = torch.rand(4, 2, generator=generator, dtype=torch.float64)
     if ensemble == "as-batch":
         x = x.expand(3, 4, 2)
-    with _spy(KernelRootFeatureMap) as spy:
-        values = paths(x)
-    assert spy.call_count == 1 and values.shape == (5, 3, 4)
-    assert torch.equal(values, _botorch_values(paths, x))
+    if inputs == "per-sample":  # batch 5 x 3 once the paths (not-as-batch) added the ensemble dimension
+        offset = torch.rand(5, *([] if ensemble == "not-as-batch" else [1]), 1, 2, generator=generator)
+        x = x + offset.double()
+    assert _assert_botorchs_sum(paths, x, KernelRootFeatureMap).shape == (5, 3, 4)
 
 
 def test_a_replaced_path_is_evaluated_as_botorch_does():
@@ -109,9 +141,7 @@ def test_a_replaced_path_is_evaluated_as_botorch_does():
         input_transform=prior.input_transform,
     )
     x = torch.rand(6, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    with _spy(KernelRootFeatureMap) as spy:
+    with _recorded(KernelRootFeatureMap) as features:
         values = paths(x)
-    assert spy.call_count == 2
+    assert len(features) == 2
     assert torch.equal(values, _botorch_values(paths, x))
-    manual = prior(x) + paths["update_paths"](x)
-    torch.testing.assert_close(values, paths.output_transform(manual), rtol=0, atol=0)
