@@ -66,7 +66,7 @@ def test_botorch_finds_gprf_kernels_after_import_gprf_when_botorch_came_first():
     assert output.split() == ["KernelRootFeatureMap", "KernelRootFeatureMap", "(3,)"]
 
 
-def test_botorch_finds_gprf_kernels_built_after_botorch_was_imported():
+def test_botorch_finds_gprf_kernels_when_gprf_came_first():
     output = _run(
         "import gprf\nfrom gprf.kernels import RandomFourierKernel\nimport botorch\n" + textwrap.dedent(_PATHS)
     )
