@@ -16,7 +16,7 @@ from gprf import (
     settings,
     streaming,
 )
-from gprf._botorch_hook import register_with_botorch_if_imported
+from gprf._botorch_hook import connect_botorch
 from gprf.conversion import random_features
 from gprf.exceptions import (
     DispatchFallbackWarning,
@@ -26,8 +26,8 @@ from gprf.exceptions import (
 )
 from gprf.fitting import fit_mll
 
-# BoTorch already imported: register gprf's types with its dispatchers now (gprf itself never imports BoTorch).
-register_with_botorch_if_imported()
+# gprf's entries in BoTorch's dispatchers: now if BoTorch is imported, else right after its import (never importing it).
+connect_botorch()
 
 __all__ = [
     "DispatchFallbackWarning",

@@ -1,9 +1,9 @@
 """BoTorch integration (optional extra ``gprf[botorch]``).
 
-Importing this module (``import gprf`` does it when BoTorch is already imported, and so does building a gprf
-feature kernel after BoTorch was imported; gprf itself never imports BoTorch)
+Importing this module (gprf does it as soon as both gprf and BoTorch are imported, in either order; gprf itself
+never imports BoTorch) adds gprf's entries to BoTorch's pathwise dispatchers, all in :mod:`gprf.botorch.dispatch`:
 
-* registers every gprf feature kernel with BoTorch's pathwise feature generator, so prior sample paths use
+* every gprf feature kernel goes to BoTorch's pathwise feature generator, so prior sample paths use
   the kernel's own frozen features (:class:`KernelRootFeatureMap`): ``draw_matheron_paths``,
   ``get_matheron_path_model`` and ``PathwiseThompsonSampling`` sample exactly from the finite model;
 * keeps every drawn path as it was drawn: paths hold frozen copies of the kernel (feature draws and
@@ -19,6 +19,8 @@ feature kernel after BoTorch was imported; gprf itself never imports BoTorch)
   bit (:mod:`gprf.botorch.dispatch`);
 * draws Matheron paths for BoTorch's ``MultiTaskGP`` with a gprf data kernel in weight space, with its per-task
   mean and noise (:func:`multitask_matheron_paths`; BoTorch has no pathwise route for ``MultiTaskGP``);
+* evaluates gprf's Matheron paths with one featurisation of their inputs, shared by the prior and the update
+  (:class:`~gprf.botorch.paths.SharedFeatureMatheronPath`);
 * provides :class:`RandomFeatureSingleTaskGP`, and trust regions for Thompson sampling in high dimensions
   (:class:`TrustRegion`, :func:`thompson_sample`).
 """

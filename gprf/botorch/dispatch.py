@@ -1,67 +1,109 @@
-"""gprf's entries in BoTorch's pathwise dispatchers, for every ``ExactGP`` whose covariance is a gprf kernel.
+"""gprf's entries in BoTorch's pathwise dispatchers: the one place where gprf registers anything with BoTorch.
 
-The kernel-feature generator is registered for gprf's own type, and for ``ScaleKernel`` with the same delegation as
-below (:mod:`gprf.botorch.features`). The prior sampler
-and the Gaussian update dispatch on the *model* type, and a plain ``SingleTaskGP`` with a gprf kernel is a BoTorch
-type; for those, gprf takes the handler BoTorch had registered through the dispatcher's public lookup
-(``Dispatcher.dispatch``) before adding its own, and hands every call whose covariance is not a gprf feature
-kernel to it unchanged — no argument changed, no random number drawn — so models with other kernels get
-bit-identical paths with and without gprf. Nothing else of BoTorch's is replaced.
+Every other module of :mod:`gprf.botorch` only defines functions and classes; importing this one adds the entries
+below. BoTorch's dispatchers choose a handler by type, and the types gprf serves are mostly BoTorch's own (a plain
+``SingleTaskGP`` or ``MultiTaskGP`` with a gprf kernel, a ``ScaleKernel`` around one). So each entry for a BoTorch
+type holds the handler BoTorch had registered for it, found through the dispatcher's public lookup
+(``Dispatcher.dispatch``) when this module is imported, before any entry is added (the order of the entries does not
+matter), and hands it every call that is not gprf's — no argument changed, no random number drawn — so models with
+other kernels get bit-identical results with and without gprf. Nothing else of BoTorch's is replaced.
+
+=====================  ===================================  ======================================================
+dispatcher             types                                gprf's handler, when the covariance is a gprf kernel
+=====================  ===================================  ======================================================
+``GenKernelFeatures``  gprf's ``FeatureKernel``             :func:`~gprf.botorch.features.gen_root_features`
+``GenKernelFeatures``  ``ScaleKernel``                      the same, for the whole module
+prior sampler          ``ExactGP``                          :func:`~gprf.botorch.prior.kernel_feature_paths`
+Gaussian update        ``ExactGP``, Gaussian likelihoods    :func:`~gprf.botorch.weight_space_update` (BoTorch's
+                                                            dense update, frozen, when given ``scale_tril``)
+Matheron paths         ``ExactGP``                          :func:`~gprf.botorch.weight_space_matheron_paths`
+Matheron paths         ``MultiTaskGP``                      :func:`~gprf.botorch.multitask_matheron_paths`
+=====================  ===================================  ======================================================
+
+The two Matheron entries share one guard (:func:`takes_weight_space_route`): gprf's route needs a Gaussian likelihood
+and BoTorch's default prior sampler and update, since a caller who passes another one asks for BoTorch's route.
 """
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
+from botorch.models import MultiTaskGP
+from botorch.sampling.pathwise.features import FeatureMap as PathwiseFeatureMap
+from botorch.sampling.pathwise.features.generators import GenKernelFeatures
 from botorch.sampling.pathwise.paths import GeneralizedLinearPath
 from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths, MatheronPath
 from botorch.sampling.pathwise.prior_samplers import DrawKernelFeaturePaths, draw_kernel_feature_paths
 from botorch.sampling.pathwise.update_strategies import GaussianUpdate
 from botorch.sampling.pathwise.update_strategies import gaussian_update as botorch_default_update
-from botorch.sampling.pathwise.utils import get_train_inputs
-from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood, Likelihood
+from gpytorch.kernels import ScaleKernel
+from gpytorch.likelihoods import (
+    FixedNoiseGaussianLikelihood,
+    GaussianLikelihood,
+    HadamardGaussianLikelihood,
+    Likelihood,
+)
 from gpytorch.models import ExactGP
 from torch import Size
 
-from gprf.botorch.features import KernelRootFeatureMap
-from gprf.botorch.frozen import freeze_model_parts, frozen_copy
+from gprf.botorch.features import gen_root_features
+from gprf.botorch.frozen import frozen_copy
 from gprf.botorch.matheron import weight_space_matheron_paths
-from gprf.botorch.prior import broadcast_over_data_batch, path_weights
+from gprf.botorch.multitask import multitask_matheron_paths
+from gprf.botorch.prior import kernel_feature_paths
 from gprf.botorch.update import weight_space_update
-from gprf.kernels import is_feature_kernel
+from gprf.kernels import FeatureKernel, is_feature_kernel
 
-# The handlers BoTorch registered for these signatures, found before gprf adds its own entries.
+# BoTorch's handlers for the types below, all found before gprf adds an entry (MultiTaskGP is an ExactGP: looked up
+# after gprf's ExactGP entry, its handler would be gprf's).
+botorch_scale_kernel_features = GenKernelFeatures.dispatch(ScaleKernel)
 botorch_prior_paths = DrawKernelFeaturePaths.dispatch(ExactGP)
 botorch_gaussian_update = GaussianUpdate.dispatch(ExactGP, GaussianLikelihood)
 botorch_matheron_paths = DrawMatheronPaths.dispatch(ExactGP)
+botorch_multitask_matheron_paths = DrawMatheronPaths.dispatch(MultiTaskGP)
+
+EXACT_GP_LIKELIHOODS = (GaussianLikelihood, FixedNoiseGaussianLikelihood)
+MULTITASK_LIKELIHOODS = (*EXACT_GP_LIKELIHOODS, HadamardGaussianLikelihood)
+
+
+def takes_weight_space_route(
+    model: ExactGP, likelihoods: tuple[type[Likelihood], ...], prior_sampler: Any, update_strategy: Any
+) -> bool:
+    """Whether ``draw_matheron_paths`` for ``model`` goes to gprf's weight-space route: a gprf feature kernel as the
+    covariance, a likelihood of ``likelihoods`` (those whose noise the route reads), and BoTorch's default prior
+    sampler and update."""
+    return (
+        is_feature_kernel(model.covar_module)
+        and isinstance(model.likelihood, likelihoods)
+        and prior_sampler is draw_kernel_feature_paths
+        and update_strategy is botorch_default_update
+    )
+
+
+GenKernelFeatures.register(FeatureKernel)(gen_root_features)
+
+
+@GenKernelFeatures.register(ScaleKernel)
+def gen_scale_kernel_features(kernel: ScaleKernel, **kwargs: Any) -> PathwiseFeatureMap:
+    """:func:`~gprf.botorch.features.gen_root_features` for a ``ScaleKernel`` around a gprf kernel; BoTorch's
+    generator for every other ``ScaleKernel``. (BoTorch's generator chains a column selection for the wrapper's
+    ``active_dims`` and an outputscale transform onto the map of the inner kernel; the root of the whole module needs
+    neither.)"""
+    if is_feature_kernel(kernel):
+        return gen_root_features(kernel, **kwargs)
+    return botorch_scale_kernel_features(kernel, **kwargs)
 
 
 @DrawKernelFeaturePaths.register(ExactGP)
 def draw_prior_paths(model: ExactGP, **kwargs: Any) -> GeneralizedLinearPath:
-    """Prior paths from the kernel's own features (the whole covariance module's root) and unbiased weights
-    (:func:`~gprf.botorch.prior.path_weights`, broadcast over any batch dimension the training data has beyond the
-    kernel's) for gprf kernels, holding frozen copies of the model parts they read (:mod:`gprf.botorch.frozen`);
-    BoTorch's sampler for every other model."""
+    """:func:`~gprf.botorch.prior.kernel_feature_paths` (the kernel's own features, unbiased weights, frozen model
+    parts) for gprf kernels; BoTorch's prior sampler for every other model."""
     if not is_feature_kernel(model.covar_module):
         return botorch_prior_paths(model, **kwargs)
-    (points,) = get_train_inputs(model, transformed=True)
-    kwargs.setdefault("map_generator", partial(covariance_root_features, num_inputs=points.size(-1)))
-    if kwargs.get("weight_generator") is None:
-        kwargs["weight_generator"] = partial(path_weights, batch_ndim=len(model.covar_module.batch_shape))
-    paths = botorch_prior_paths(model, **kwargs)
-    paths.weight = broadcast_over_data_batch(paths.weight, model.covar_module.batch_shape, points.shape[:-2])
-    return freeze_model_parts(paths)
+    return kernel_feature_paths(model, **kwargs)
 
 
-def covariance_root_features(kernel: Any, num_inputs: int, **_: Any) -> KernelRootFeatureMap:
-    """The ``map_generator`` of a whole covariance module: its root, refusing points whose width is not that of the
-    model's (transformed) training inputs, ``num_inputs`` (BoTorch's own ``num_inputs`` is the untransformed width,
-    and the requested feature count is ignored: see :func:`~gprf.botorch.features.gen_root_features`)."""
-    return KernelRootFeatureMap(kernel, num_inputs=num_inputs)
-
-
-@GaussianUpdate.register(ExactGP, (GaussianLikelihood, FixedNoiseGaussianLikelihood))
+@GaussianUpdate.register(ExactGP, EXACT_GP_LIKELIHOODS)
 def gaussian_update(
     model: ExactGP, likelihood: Likelihood, *, scale_tril: Any = None, **kwargs: Any
 ) -> GeneralizedLinearPath:
@@ -79,16 +121,23 @@ def gaussian_update(
 def draw_matheron_paths(
     model: ExactGP, *, sample_shape: Size, prior_sampler: Any, update_strategy: Any
 ) -> MatheronPath:
-    """:func:`~gprf.botorch.matheron.weight_space_matheron_paths` (no :math:`S\times N` values) for gprf kernels with
-    a Gaussian likelihood and BoTorch's default prior sampler and update; BoTorch's route for every other model
-    and whenever the caller chooses another sampler or update strategy."""
-    if (
-        is_feature_kernel(model.covar_module)
-        and isinstance(model.likelihood, (GaussianLikelihood, FixedNoiseGaussianLikelihood))
-        and prior_sampler is draw_kernel_feature_paths
-        and update_strategy is botorch_default_update
-    ):
+    """:func:`~gprf.botorch.weight_space_matheron_paths` (no :math:`S\\times N` values) where
+    :func:`takes_weight_space_route`; BoTorch's route for every other model and caller."""
+    if takes_weight_space_route(model, EXACT_GP_LIKELIHOODS, prior_sampler, update_strategy):
         return weight_space_matheron_paths(model, sample_shape)
     return botorch_matheron_paths(
+        model, sample_shape=sample_shape, prior_sampler=prior_sampler, update_strategy=update_strategy
+    )
+
+
+@DrawMatheronPaths.register(MultiTaskGP)
+def draw_multitask_matheron_paths(
+    model: MultiTaskGP, *, sample_shape: Size, prior_sampler: Any, update_strategy: Any
+) -> MatheronPath:
+    """:func:`~gprf.botorch.multitask_matheron_paths` where :func:`takes_weight_space_route` (per-task noise
+    included); BoTorch's route for every other ``MultiTaskGP`` and caller."""
+    if takes_weight_space_route(model, MULTITASK_LIKELIHOODS, prior_sampler, update_strategy):
+        return multitask_matheron_paths(model, sample_shape)
+    return botorch_multitask_matheron_paths(
         model, sample_shape=sample_shape, prior_sampler=prior_sampler, update_strategy=update_strategy
     )

@@ -10,16 +10,13 @@ finite model *is* the feature model, so the right map is the kernel's own root :
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from botorch.sampling.pathwise.features import FeatureMap as PathwiseFeatureMap
-from botorch.sampling.pathwise.features.generators import GenKernelFeatures
-from gpytorch.kernels import Kernel, ScaleKernel
+from gpytorch.kernels import Kernel
 from torch import Size, Tensor
 
 from gprf.botorch.frozen import frozen_copy
-from gprf.kernels import FeatureKernel, RandomFeatureKernel, is_feature_kernel, unwrap_scale_kernel
+from gprf.kernels import RandomFeatureKernel, is_feature_kernel, unwrap_scale_kernel
 from gprf.linalg import feature_root
 
 
@@ -85,27 +82,13 @@ class KernelRootFeatureMap(PathwiseFeatureMap):
         return self.kernel.batch_shape
 
 
-# BoTorch's generator for ScaleKernel, found before gprf registers its own entry for that type.
-botorch_scale_kernel_features = GenKernelFeatures.dispatch(ScaleKernel)
-
-
-@GenKernelFeatures.register(FeatureKernel)
 def gen_root_features(kernel: Kernel, num_inputs: int, num_outputs: int) -> KernelRootFeatureMap:
-    """BoTorch's feature generator for gprf kernels, alone or inside ``ScaleKernel`` (then the whole module's root:
-    amplitude and the wrapper's ``active_dims`` included, read by the one decoder).
+    """BoTorch's feature generator (its ``GenKernelFeatures`` signature) for gprf kernels, alone or inside
+    ``ScaleKernel`` (then the whole module's root: amplitude and the wrapper's ``active_dims`` included, read by the one
+    decoder).
 
     ``num_outputs`` (BoTorch's requested feature count) is ignored on purpose: the model's covariance is fixed by
     the kernel's own features, and drawing a different number would sample another model. So is ``num_inputs``:
     BoTorch passes the width after ``active_dims``, while this map reads the full points (the kernel selects).
     """
     return KernelRootFeatureMap(kernel)
-
-
-@GenKernelFeatures.register(ScaleKernel)
-def gen_scale_kernel_features(kernel: ScaleKernel, **kwargs: Any) -> PathwiseFeatureMap:
-    """:func:`gen_root_features` for a ``ScaleKernel`` around a gprf kernel; BoTorch's generator, unchanged, for every
-    other ``ScaleKernel``. (BoTorch's generator chains a column selection for the wrapper's ``active_dims`` and an
-    outputscale transform onto the map of the inner kernel; the map of the whole module needs neither.)"""
-    if is_feature_kernel(kernel):
-        return gen_root_features(kernel, **kwargs)
-    return botorch_scale_kernel_features(kernel, **kwargs)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 from typing import TypeVar
 
-from botorch.sampling.pathwise.paths import SamplePath
 from torch.nn import Module
 
 ModuleT = TypeVar("ModuleT", bound=Module)
@@ -31,13 +30,3 @@ def frozen_copy(module: ModuleT | None) -> ModuleT | None:
     memo = {id(tensor): tensor.detach().clone() for tensor in tensors if tensor.grad_fn is not None}
     frozen = copy.deepcopy(module, memo)
     return frozen.requires_grad_(False)
-
-
-def freeze_model_parts(path: SamplePath) -> SamplePath:
-    """``path`` with frozen copies of the model parts it reads besides its feature map (a
-    :class:`~gprf.botorch.KernelRootFeatureMap` holds its own copy of the kernel): its bias (the prior mean) and its
-    input and output transforms, where it has them. Returns ``path``, changed in place."""
-    for name in ("bias_module", "input_transform", "output_transform"):
-        if hasattr(path, name):
-            setattr(path, name, frozen_copy(getattr(path, name)))
-    return path

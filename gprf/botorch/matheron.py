@@ -31,28 +31,20 @@ from __future__ import annotations
 
 import torch
 from botorch.sampling.pathwise.paths import GeneralizedLinearPath
-from botorch.sampling.pathwise.posterior_samplers import MatheronPath
-from botorch.sampling.pathwise.prior_samplers import draw_kernel_feature_paths
-from botorch.sampling.pathwise.utils import (
-    get_input_transform,
-    get_output_transform,
-    get_train_inputs,
-    get_train_targets,
-)
-from botorch.utils.context_managers import delattr_ctx
-from botorch.utils.transforms import is_ensemble
+from botorch.sampling.pathwise.utils import get_output_transform, get_train_inputs, get_train_targets
 from gpytorch.models import ExactGP
 from torch import Size, Tensor
 
-from gprf.botorch.features import KernelRootFeatureMap
 from gprf.botorch.frozen import frozen_copy
+from gprf.botorch.paths import SharedFeatureMatheronPath
+from gprf.botorch.prior import kernel_feature_paths
 from gprf.botorch.update import check_update_kernel, observation_noise
 from gprf.kernels import unwrap_scale_kernel
 from gprf.linalg import FeatureRoot, feature_root
 from gprf.settings import factor_dtype, feature_chunk_size
 
 
-def weight_space_matheron_paths(model: ExactGP, sample_shape: Size) -> MatheronPath:
+def weight_space_matheron_paths(model: ExactGP, sample_shape: Size) -> SharedFeatureMatheronPath:
     r"""Posterior sample paths of ``model`` by Matheron's rule with the update in weight space (module docstring).
 
     Args:
@@ -61,24 +53,26 @@ def weight_space_matheron_paths(model: ExactGP, sample_shape: Size) -> MatheronP
         sample_shape: Sizes of the sample dimensions.
 
     Returns:
-        BoTorch's ``MatheronPath``: prior paths :math:`x \mapsto \tilde\phi(x)^\top w` and update paths
-        :math:`x \mapsto \tilde\phi(x)^\top v`, weights ``sample_shape x batch x F``, with the model's input and
-        output transforms; what ``draw_matheron_paths`` returns for other models.
+        BoTorch's ``MatheronPath`` (a :class:`~gprf.botorch.paths.SharedFeatureMatheronPath`): prior paths
+        :math:`x \mapsto \mu(x) + \tilde\phi(x)^\top w` (:func:`~gprf.botorch.prior.kernel_feature_paths`) and
+        update paths :math:`x \mapsto \tilde\phi(x)^\top v` on the same feature map, weights
+        ``sample_shape x batch x F``, with the model's input and output transforms; what ``draw_matheron_paths``
+        returns for other models, and featurising its inputs once per evaluation.
     """
-    kernel = model.covar_module
-    check_update_kernel(kernel)
+    check_update_kernel(model.covar_module)
     (points,) = get_train_inputs(model, transformed=True)
     targets = get_train_targets(model, transformed=True)
-    with delattr_ctx(model, "outcome_transform"):
-        prior_paths = draw_kernel_feature_paths(model=model, sample_shape=sample_shape)
-        with torch.no_grad():  # a drawn path keeps its values (gprf.botorch.frozen)
-            weights = _update_weights(model, points, targets, prior_paths.weight)
-    feature_map = KernelRootFeatureMap(kernel, num_inputs=points.size(-1))
-    feature_map.input_transform = frozen_copy(get_input_transform(model))
+    # The outcome untransform applies to the sum of the two paths, not to the prior path alone.
+    prior_paths = kernel_feature_paths(model, sample_shape, untransform_outcomes=False)
+    with torch.no_grad():  # a drawn path keeps its values (gprf.botorch.frozen)
+        weights = _update_weights(model, points, targets, prior_paths.weight)
     update_paths = GeneralizedLinearPath(
-        feature_map=feature_map, weight=weights.to(prior_paths.weight.dtype), is_ensemble=is_ensemble(model)
+        feature_map=prior_paths.feature_map,
+        weight=weights.to(prior_paths.weight.dtype),
+        input_transform=prior_paths.input_transform,
+        is_ensemble=prior_paths.is_ensemble,
     )
-    return MatheronPath(
+    return SharedFeatureMatheronPath(
         prior_paths=prior_paths, update_paths=update_paths, output_transform=frozen_copy(get_output_transform(model))
     )
 
@@ -86,9 +80,9 @@ def weight_space_matheron_paths(model: ExactGP, sample_shape: Size) -> MatheronP
 def _update_weights(model: ExactGP, points: Tensor, targets: Tensor, prior_weights: Tensor) -> Tensor:
     """:math:`C^{-1}(p - Gw - \\xi)` for prior weights ``sample_shape x batch x F``, in the factor dtype.
 
-    The prior paths carry the model's mean function as their bias (BoTorch's prior sampler adds ``mean_module``), so
-    the residual of Matheron's rule is :math:`y - \\mu(X) - \\tilde\\Phi w - \\varepsilon`: the mean is taken off the
-    targets before they are projected.
+    The prior paths carry the model's mean function as their bias (:func:`~gprf.botorch.prior.kernel_feature_paths`),
+    so the residual of Matheron's rule is :math:`y - \\mu(X) - \\tilde\\Phi w - \\varepsilon`: the mean is taken off
+    the targets before they are projected.
     """
     kernel = model.covar_module
     # Only the chunked sums are needed and nothing is differentiated: chunking at any N costs nothing extra and keeps

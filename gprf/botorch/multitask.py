@@ -21,46 +21,34 @@ model does; the likelihood's ``marginal`` adds each row's noise, which the root 
 (:func:`gprf.linalg.feature_root`); the input transform is the model's, the outcome transform its one-column
 ``Standardize`` (untransformed as one output whatever ``num_outputs``).
 
-Registered in BoTorch's ``DrawMatheronPaths`` for ``MultiTaskGP``: ``draw_matheron_paths``,
-``get_matheron_path_model`` and ``PathwiseThompsonSampling`` (for a single output task, ``output_tasks=[t]``) use it
-when the covariance is a gprf feature kernel; every other ``MultiTaskGP`` goes to the handler registered before,
-unchanged (BoTorch's, through gprf's ``ExactGP`` delegation).
+``draw_matheron_paths``, ``get_matheron_path_model`` and ``PathwiseThompsonSampling`` (for a single output task,
+``output_tasks=[t]``) use it when the covariance is a gprf feature kernel (:mod:`gprf.botorch.dispatch`); every other
+``MultiTaskGP`` keeps BoTorch's route, unchanged.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import torch
 from botorch.models import MultiTaskGP
 from botorch.sampling.pathwise.features import FeatureMap as PathwiseFeatureMap
 from botorch.sampling.pathwise.paths import GeneralizedLinearPath
-from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths, MatheronPath
-from botorch.sampling.pathwise.prior_samplers import draw_kernel_feature_paths
-from botorch.sampling.pathwise.update_strategies import gaussian_update as botorch_default_update
 from botorch.sampling.pathwise.utils import (
     OutcomeUntransformer,
     get_input_transform,
     get_train_inputs,
     get_train_targets,
 )
-from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood, HadamardGaussianLikelihood
 from torch import Size, Tensor
 from torch.nn import Module
 
-import gprf.botorch.dispatch  # noqa: F401  (gprf's ExactGP entries come first: the handler found below is theirs)
 from gprf.botorch.features import check_pathwise_kernel
 from gprf.botorch.frozen import frozen_copy
 from gprf.botorch.matheron import feature_space_update_weights
+from gprf.botorch.paths import SharedFeatureMatheronPath
 from gprf.botorch.prior import path_weights
 from gprf.kernels import is_feature_kernel, unwrap_scale_kernel
 from gprf.linalg import feature_root
 from gprf.settings import feature_chunk_size
-
-GAUSSIAN_LIKELIHOODS = (GaussianLikelihood, FixedNoiseGaussianLikelihood, HadamardGaussianLikelihood)
-
-# The handler registered for MultiTaskGP before gprf's: BoTorch's ExactGP route (through gprf's delegation).
-previous_matheron_paths = DrawMatheronPaths.dispatch(MultiTaskGP)
 
 
 def _check_eval(model: MultiTaskGP) -> None:
@@ -119,7 +107,7 @@ class TaskMean(Module):
         return self.model.forward(x).mean
 
 
-def multitask_matheron_paths(model: MultiTaskGP, sample_shape: Size) -> MatheronPath:
+def multitask_matheron_paths(model: MultiTaskGP, sample_shape: Size) -> SharedFeatureMatheronPath:
     r"""Posterior sample paths of a ``MultiTaskGP`` whose data kernel is a gprf feature kernel (module docstring).
 
     Args:
@@ -129,7 +117,8 @@ def multitask_matheron_paths(model: MultiTaskGP, sample_shape: Size) -> Matheron
         sample_shape: Sizes of the sample dimensions.
 
     Returns:
-        BoTorch's ``MatheronPath``; evaluated at points ``batch x n x (d + 1)`` with the task column it gives
+        BoTorch's ``MatheronPath`` (a :class:`~gprf.botorch.paths.SharedFeatureMatheronPath`: one featurisation per
+        evaluation); evaluated at points ``batch x n x (d + 1)`` with the task column it gives
         ``sample_shape x batch x n`` values on the model's outcome scale.
     """
     if not is_feature_kernel(model.covar_module):
@@ -169,22 +158,6 @@ def multitask_matheron_paths(model: MultiTaskGP, sample_shape: Size) -> Matheron
     transform = getattr(frozen, "outcome_transform", None)
     # MultiTaskGP's targets are one column whatever num_outputs: untransform the path values as one output.
     output_transform = None if transform is None else OutcomeUntransformer(transform=transform, num_outputs=1)
-    return MatheronPath(prior_paths=prior_paths, update_paths=update_paths, output_transform=output_transform)
-
-
-@DrawMatheronPaths.register(MultiTaskGP)
-def draw_multitask_matheron_paths(
-    model: MultiTaskGP, *, sample_shape: Size, prior_sampler: Any, update_strategy: Any
-) -> MatheronPath:
-    """:func:`multitask_matheron_paths` for a gprf covariance with a Gaussian likelihood and BoTorch's default prior
-    sampler and update; the previously registered handler, unchanged, for every other ``MultiTaskGP``."""
-    if (
-        is_feature_kernel(model.covar_module)
-        and isinstance(model.likelihood, GAUSSIAN_LIKELIHOODS)
-        and prior_sampler is draw_kernel_feature_paths
-        and update_strategy is botorch_default_update
-    ):
-        return multitask_matheron_paths(model, sample_shape)
-    return previous_matheron_paths(
-        model, sample_shape=sample_shape, prior_sampler=prior_sampler, update_strategy=update_strategy
+    return SharedFeatureMatheronPath(
+        prior_paths=prior_paths, update_paths=update_paths, output_transform=output_transform
     )

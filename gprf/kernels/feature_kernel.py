@@ -12,7 +12,6 @@ from gpytorch.kernels import AdditiveKernel, IndexKernel, Kernel, ScaleKernel
 from linear_operator.operators import MatmulLinearOperator
 from torch import Tensor
 
-from gprf._botorch_hook import register_with_botorch_if_imported
 from gprf.exceptions import LowRankStructureWarning
 from gprf.features.versions import feature_versions, mark_written
 from gprf.kernels.exact_expression import exact_expression
@@ -77,10 +76,6 @@ class FeatureKernel(VisibleWrites, Kernel, ABC):
     :class:`~gprf.kernels.FeatureProductKernel`); GPyTorch's ``AdditiveKernel`` and ``ProductKernel`` would make
     the covariance dense. ``ScaleKernel(k1) * k2`` is GPyTorch's ``ProductKernel``: write ``ScaleKernel(k1 * k2)``.
     """
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        register_with_botorch_if_imported()
 
     @abstractmethod
     def features(self, x: Tensor) -> Tensor:

@@ -13,12 +13,19 @@ from unittest import mock
 import pytest
 import torch
 from botorch.acquisition.thompson_sampling import PathwiseThompsonSampling
-from botorch.models import SingleTaskGP
+from botorch.models import MultiTaskGP, SingleTaskGP
 from botorch.sampling.pathwise import draw_matheron_paths, gaussian_update
+from botorch.sampling.pathwise.features.generators import GenKernelFeatures
+from botorch.sampling.pathwise.posterior_samplers import DrawMatheronPaths
+from botorch.sampling.pathwise.prior_samplers import DrawKernelFeaturePaths
+from botorch.sampling.pathwise.update_strategies import GaussianUpdate
 from gpytorch.kernels import ScaleKernel
+from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
+from gpytorch.models import ExactGP
 
 import gprf.botorch.dispatch as gprf_dispatch
-from gprf.kernels import RandomFourierKernel
+from gprf.botorch.features import gen_root_features
+from gprf.kernels import FeatureKernel, RandomFourierKernel
 from tests.botorch.conftest import (
     COMPOSITE_DIMS,
     COMPOSITES,
@@ -33,11 +40,14 @@ pytestmark = pytest.mark.botorch
 
 _EXACT_PATHS = """
     import sys
+    if sys.argv[2] == "gprf-first":
+        import gprf  # its entries come with BoTorch's import
     import torch
     from botorch.models import SingleTaskGP
     from botorch.sampling.pathwise import draw_matheron_paths
-    if sys.argv[2] == "with-gprf":
+    if sys.argv[2] == "gprf-after-botorch":
         import gprf.botorch  # noqa: F401
+    assert ("gprf.botorch" in sys.modules) == (sys.argv[2] != "without-gprf")
     generator = torch.Generator().manual_seed(0)
     x = torch.rand(30, 3, generator=generator, dtype=torch.float64)
     y = torch.stack([torch.sin(5 * x).sum(-1), x.prod(-1)], -1)
@@ -59,7 +69,7 @@ _EXACT_PATHS = """
 
 def test_exact_kernel_models_get_bit_identical_paths_with_and_without_gprf(tmp_path):
     results = {}
-    for mode in ("without-gprf", "with-gprf"):
+    for mode in ("without-gprf", "gprf-first", "gprf-after-botorch"):
         path = tmp_path / f"{mode}.pt"
         completed = subprocess.run(
             [sys.executable, "-c", textwrap.dedent(_EXACT_PATHS), str(path), mode],
@@ -70,8 +80,44 @@ def test_exact_kernel_models_get_bit_identical_paths_with_and_without_gprf(tmp_p
         )
         assert completed.returncode == 0, completed.stderr[-3000:]
         results[mode] = torch.load(path)
-    for ours, theirs in zip(results["with-gprf"], results["without-gprf"], strict=True):
-        assert torch.equal(ours, theirs)
+    for mode in ("gprf-first", "gprf-after-botorch"):
+        for ours, theirs in zip(results[mode], results["without-gprf"], strict=True):
+            assert torch.equal(ours, theirs)
+
+
+def test_gprf_entries_are_the_table_of_the_dispatch_module():
+    """Every entry gprf has in BoTorch's dispatchers, and nothing else of gprf's (no route module registers)."""
+    table = {
+        GenKernelFeatures: {
+            (FeatureKernel,): gen_root_features,
+            (ScaleKernel,): gprf_dispatch.gen_scale_kernel_features,
+        },
+        DrawKernelFeaturePaths: {(ExactGP,): gprf_dispatch.draw_prior_paths},
+        GaussianUpdate: {
+            (ExactGP, GaussianLikelihood): gprf_dispatch.gaussian_update,
+            (ExactGP, FixedNoiseGaussianLikelihood): gprf_dispatch.gaussian_update,
+        },
+        DrawMatheronPaths: {
+            (ExactGP,): gprf_dispatch.draw_matheron_paths,
+            (MultiTaskGP,): gprf_dispatch.draw_multitask_matheron_paths,
+        },
+    }
+    for dispatcher, entries in table.items():
+        ours = {types: func for types, func in dispatcher.funcs.items() if func.__module__.startswith("gprf")}
+        assert ours == entries, dispatcher.name
+
+
+def test_each_entry_holds_botorchs_own_handler():
+    # Found before any gprf entry: MultiTaskGP's is BoTorch's ExactGP route, not gprf's ExactGP entry.
+    handlers = {
+        gprf_dispatch.botorch_scale_kernel_features: "botorch.sampling.pathwise.features.generators",
+        gprf_dispatch.botorch_prior_paths: "botorch.sampling.pathwise.prior_samplers",
+        gprf_dispatch.botorch_gaussian_update: "botorch.sampling.pathwise.update_strategies",
+        gprf_dispatch.botorch_matheron_paths: "botorch.sampling.pathwise.posterior_samplers",
+        gprf_dispatch.botorch_multitask_matheron_paths: "botorch.sampling.pathwise.posterior_samplers",
+    }
+    assert {handler: handler.__module__ for handler in handlers} == handlers
+    assert gprf_dispatch.botorch_multitask_matheron_paths is gprf_dispatch.botorch_matheron_paths
 
 
 NUM_PATHS = 20_000

@@ -11,7 +11,8 @@ from botorch.sampling.pathwise.features import gen_kernel_features
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from gprf.botorch import KernelRootFeatureMap
-from gprf.botorch.features import botorch_scale_kernel_features, gen_root_features
+from gprf.botorch.dispatch import botorch_scale_kernel_features
+from gprf.botorch.features import gen_root_features
 from gprf.kernels import PolynomialSketchKernel, RandomFourierKernel
 
 pytestmark = pytest.mark.botorch

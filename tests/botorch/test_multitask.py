@@ -3,7 +3,7 @@ becomes the exact Kronecker root of the ICM kernel, the marginal likelihood and 
 with per-task noise, fitting reduces the loss, and the posterior is the Gaussian posterior of the feature model with
 that noise; Matheron paths drawn in weight space follow that posterior for every task (per-task means and noise, float32
 and float64), Thompson sampling over candidates with a task column works, candidates of another width are refused by
-name, and every MultiTaskGP without a gprf covariance goes to the handler registered before gprf's."""
+name, and every MultiTaskGP without a gprf covariance goes to BoTorch's handler."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from botorch.sampling.pathwise import draw_matheron_paths
 from gpytorch.likelihoods import HadamardGaussianLikelihood
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
-import gprf.botorch.multitask as gprf_multitask
+import gprf.botorch.dispatch as gprf_dispatch
 from gprf.botorch import multitask_matheron_paths
 from gprf.kernels import FeatureProductKernel, IndexRootKernel, RandomFourierKernel
 from gprf.linalg import FeatureRootAddedDiagLinearOperator
@@ -127,9 +127,9 @@ def test_matheron_paths_follow_the_posterior_of_every_task(dtype):
 
 def test_paths_of_a_multitask_gp_are_drawn_in_weight_space():
     model = _sampling_model()
-    with mock.patch.object(gprf_multitask, "previous_matheron_paths") as previous:
+    with mock.patch.object(gprf_dispatch, "botorch_multitask_matheron_paths") as theirs:
         paths = draw_matheron_paths(model, torch.Size([3]))
-    assert previous.call_count == 0
+    assert theirs.call_count == 0
     assert paths(_task_points()).shape == (3, 12)
     # The update weights live in the root's F (r + T) columns: nothing of size N was kept.
     assert paths["update_paths"].weight.shape == (3, 32 * (2 + 3))
@@ -167,28 +167,28 @@ def test_train_mode_is_refused_with_the_fix():
         multitask_matheron_paths(model, torch.Size([2]))
 
 
-def test_other_multitask_models_go_to_the_previous_handler_unchanged():
+def test_other_multitask_models_go_to_botorchs_handler_unchanged():
     train_x, train_y = _data()
     exact = MultiTaskGP(train_x, train_y, task_feature=-1).eval()
     with (
-        mock.patch.object(gprf_multitask, "multitask_matheron_paths") as ours,
+        mock.patch.object(gprf_dispatch, "multitask_matheron_paths") as ours,
         mock.patch.object(
-            gprf_multitask, "previous_matheron_paths", wraps=gprf_multitask.previous_matheron_paths
-        ) as previous,
+            gprf_dispatch, "botorch_multitask_matheron_paths", wraps=gprf_dispatch.botorch_multitask_matheron_paths
+        ) as theirs,
         # BoTorch 0.18.1 itself fails here: it has no feature generator for the ProductKernel of an exact data
         # kernel and the task kernel (and with one, its prior sampler would add the MultitaskMean, one column per
         # task, to the path values at the N training points).
         pytest.raises(NotImplementedError, match="Could not find signature for gen_kernel_features"),
     ):
         draw_matheron_paths(exact, torch.Size([2]))
-    assert ours.call_count == 0 and previous.call_count == 1
+    assert ours.call_count == 0 and theirs.call_count == 1
     # A caller-chosen prior sampler also goes there, with its arguments as given.
     model = _sampling_model()
-    with mock.patch.object(gprf_multitask, "previous_matheron_paths") as previous:
+    with mock.patch.object(gprf_dispatch, "botorch_multitask_matheron_paths") as theirs:
         sampler = mock.Mock()
         draw_matheron_paths(model, torch.Size([2]), prior_sampler=sampler)
-    previous.assert_called_once()
-    assert previous.call_args.kwargs["prior_sampler"] is sampler
+    theirs.assert_called_once()
+    assert theirs.call_args.kwargs["prior_sampler"] is sampler
 
 
 def test_a_non_feature_covariance_is_refused_by_name():

@@ -1,6 +1,7 @@
 """gprf.botorch.prior: prior path weights with one quasi-random point per path — standard normal and uncorrelated
 for every output of a batched model, iid normals beyond Sobol's dimension limit, broadcast over the data batch
-beyond the kernel's."""
+beyond the kernel's — and the prior paths of BoTorch's sampler for a gprf model: the kernel's root with those weights,
+the model's mean and transforms, or a caller's feature map and weights called as BoTorch calls them."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import math
 
 import pytest
 import torch
+from botorch.sampling.pathwise import draw_kernel_feature_paths
 from torch.quasirandom import SobolEngine
 
-from gprf.botorch import path_weights
-from gprf.botorch.prior import broadcast_over_data_batch
+from gprf.botorch import KernelRootFeatureMap, path_weights
+from gprf.botorch.prior import broadcast_over_data_batch, kernel_feature_paths
+from tests.botorch.conftest import make_botorch_model
 
 pytestmark = pytest.mark.botorch
 
@@ -61,3 +64,58 @@ def test_prior_weights_broadcast_over_the_data_batch_beyond_the_kernels():
     assert broadcast.shape == (4, 1, 2, 8)
     torch.testing.assert_close(broadcast.squeeze(1), weight, rtol=0, atol=0)
     assert broadcast_over_data_batch(weight, torch.Size([2]), torch.Size([2])).shape == (4, 2, 8)
+
+
+def _root_and_mean(model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernel's scaled root and the mean at ``x``, in the model's transformed space."""
+    with torch.no_grad():
+        z = model.transform_inputs(x)
+        return model.covar_module.features(z), model.mean_module(z)
+
+
+def test_prior_paths_of_botorchs_sampler_are_the_kernels_root_with_gprfs_weights():
+    model = make_botorch_model(n=20, num_features=16).eval()
+    with torch.no_grad():
+        model.mean_module.constant.fill_(0.6)
+    x = torch.rand(5, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        paths = draw_kernel_feature_paths(model, torch.Size([4]))
+        torch.manual_seed(3)
+        weights = path_weights(torch.Size([4, 16]), batch_ndim=0)
+    assert isinstance(paths.feature_map, KernelRootFeatureMap)
+    torch.testing.assert_close(paths.weight, weights, rtol=0, atol=0)
+    root, mean = _root_and_mean(model, x)
+    transform = model.outcome_transform
+    expected = transform.means.squeeze() + transform.stdvs.squeeze() * (mean + weights @ root.mT)
+    torch.testing.assert_close(paths(x), expected, rtol=1e-12, atol=1e-12)
+    # Without the outcome untransform (the prior part of a Matheron path): the standardized values.
+    torch.manual_seed(3)
+    standardized = kernel_feature_paths(model, torch.Size([4]), untransform_outcomes=False)
+    torch.testing.assert_close(standardized(x), mean + weights @ root.mT, rtol=1e-12, atol=1e-12)
+
+
+def test_a_callers_map_and_weight_generators_are_called_as_botorch_calls_them():
+    model = make_botorch_model(n=20, num_features=16).eval()
+    calls = []
+
+    def map_generator(kernel, num_inputs, num_outputs):
+        calls.append((kernel, num_inputs, num_outputs))
+        return KernelRootFeatureMap(kernel)
+
+    paths = draw_kernel_feature_paths(
+        model,
+        torch.Size([2]),
+        num_features=7,
+        map_generator=map_generator,
+        weight_generator=lambda shape: torch.full(shape, 0.5),
+    )
+    assert calls == [(model.covar_module, 3, 7)]  # BoTorch's untransformed width and the requested count
+    assert paths.weight.dtype == torch.float64 and torch.equal(
+        paths.weight, torch.full((2, 16), 0.5, dtype=torch.float64)
+    )
+    x = torch.rand(5, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    root, mean = _root_and_mean(model, x)
+    transform = model.outcome_transform
+    expected = transform.means.squeeze() + transform.stdvs.squeeze() * (mean + 0.5 * root.sum(-1))
+    torch.testing.assert_close(paths(x), expected.expand(2, 5), rtol=1e-12, atol=1e-12)

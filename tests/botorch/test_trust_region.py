@@ -254,3 +254,18 @@ def test_thompson_sample_on_a_fantasy_model_samples_each_fantasy():
     for batch in chosen:
         rows = (batch.unsqueeze(-2) == candidates).all(-1).nonzero()[:, 1]
         assert rows.unique().numel() == 3
+
+
+def test_thompson_sample_featurises_each_input_set_once():
+    # The training inputs once (for the update weights), the candidates once (for the prior and update paths alike).
+    model = make_botorch_model(n=30, num_features=32).eval()
+    kernel_type = type(unwrap_scale_kernel(model.covar_module))
+    candidates = torch.rand(50, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    with mock.patch.object(kernel_type, "features", autospec=True, side_effect=kernel_type.features) as spy:
+        torch.manual_seed(0)
+        chosen = thompson_sample(model, candidates, 4)
+    featurised = [call.args[1] for call in spy.call_args_list]
+    assert [tuple(points.shape) for points in featurised] == [(30, 3), (50, 3)]
+    (train_x,) = model.train_inputs
+    assert torch.equal(featurised[0], train_x) and torch.equal(featurised[1], model.transform_inputs(candidates))
+    assert chosen.shape == (4, 3)
