@@ -30,7 +30,7 @@ import math
 import torch
 from torch import Tensor
 
-from gprf._checks import check_choice, check_positive_int
+from gprf._checks import check_positive_int
 from gprf.features.base import FeatureMap
 from gprf.features.spectral import StationarySpectrum, stationary_spectrum
 from gprf.features.variance import fourier_iid_variance

@@ -14,7 +14,6 @@ from gprf.kernels.exact.arc_cosine import LENGTHSCALE_KWARGS, check_order, scale
 from gprf.kernels.exact.targets import exact_target
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 
-
 # The map's names of the arc-cosine kernels and their orders.
 _ORDERS = {"arccos0": 0, "arccos1": 1}
 
@@ -23,7 +22,7 @@ class ArcCosineQuadratureKernel(RandomFeatureKernel):
     r"""SR(3,3) quadrature-feature approximation of the arc-cosine kernel of order 0 or 1.
 
     :math:`\hat k(x, y) = \phi(x)^\top\phi(y)` with :math:`\phi` the :class:`~gprf.features.QuadratureFeatures`
-    of ``num_rules`` stochastic spherical-radial rules for :class:`~gprf.kernels.ArcCosineKernel` (Cho & Saul
+    of ``num_rules`` stochastic spherical-radial rules for :class:`~gprf.kernels.exact.ArcCosineKernel` (Cho & Saul
     2009). The arc-cosine kernels are scale-free (:math:`k_0` is invariant to rescaling, :math:`k_1` homogeneous
     of degree one in each argument), so this kernel has **no lengthscale** (``has_lengthscale = False``, as
     GPyTorch's kernels without one): passing ``ard_num_dims``, ``lengthscale_prior`` or

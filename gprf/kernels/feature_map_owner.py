@@ -109,7 +109,9 @@ class FeatureMapOwner(ABC):
             )
         expected = cls.feature_map_class or FeatureMapBase
         if not isinstance(feature_map, expected):
-            raise TypeError(f"{cls.__name__} needs a {expected.__name__} feature map, got {type(feature_map).__name__}.")
+            raise TypeError(
+                f"{cls.__name__} needs a {expected.__name__} feature map, got {type(feature_map).__name__}."
+            )
         if num_dims is not None and num_dims != cls.map_num_dims(feature_map):
             raise ValueError(
                 f"{cls.__name__}: num_dims={num_dims} does not match the feature map's input dimension "

@@ -13,7 +13,6 @@ from gprf.features import FeatureMapBase, PolynomialSketch
 from gprf.kernels.exact.targets import exact_target
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 
-
 _BIAS_REFUSAL = (
     "OffsetPolynomialSketchKernel learns its offset c as the input coordinate sqrt(c): its sketch takes no bias "
     "(for a fixed bias and a lengthscale use PolynomialSketchKernel)."

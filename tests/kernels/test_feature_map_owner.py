@@ -13,7 +13,6 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from gprf.features import RandomFourierFeatures
 from gprf.kernels import ArcCosineQuadratureKernel, RandomFeatureKernel, RandomFourierKernel
-from gprf.kernels.feature_map_owner import resolve_num_dims
 
 
 @pytest.fixture
@@ -48,15 +47,7 @@ def test_share_features_uses_one_draw_for_every_batch_member():
     assert kernel.feature_map.frequencies.shape == first_member_draws.shape
 
 
-def test_num_dims_is_resolved_from_the_arguments_or_refused():
-    assert resolve_num_dims(4, None, None, "K") == 4
-    assert resolve_num_dims(None, 3, None, "K") == 3
-    assert resolve_num_dims(None, None, [0, 2], "K") == 2
-    assert resolve_num_dims(5, 1, None, "K") == 5  # an isotropic lengthscale fits any dimension
-    with pytest.raises(ValueError, match=r"K needs the input dimension .*num_dims=d"):
-        resolve_num_dims(None, None, None, "K")
-    with pytest.raises(ValueError, match=r"K: ard_num_dims=2 does not match num_dims=3"):
-        resolve_num_dims(3, 2, None, "K")
+def test_kernels_resolve_their_input_dimension_or_refuse():
     with pytest.raises(ValueError, match="RandomFourierKernel needs the input dimension"):
         RandomFourierKernel(64)
     with pytest.raises(ValueError, match="ard_num_dims"):
