@@ -15,6 +15,13 @@ from torch import Tensor
 from gprf._checks import resolve_num_dims
 from gprf.features import FeatureMapBase
 
+#: The named arguments of GPyTorch's ``Kernel`` (what a family kernel passes on besides its map's arguments).
+GPYTORCH_KERNEL_ARGUMENTS = tuple(
+    name
+    for name, parameter in inspect.signature(Kernel.__init__).parameters.items()
+    if name != "self" and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+)
+
 
 class FeatureMapOwner(ABC):
     """Mixin of the kernels that own a random feature map: :class:`~gprf.kernels.RandomFeatureKernel` (one root)
@@ -53,13 +60,13 @@ class FeatureMapOwner(ABC):
             if feature_map is not None:
                 raise TypeError(f"{type(self).__name__} got two feature maps (positional and feature_map=).")
             num_features, feature_map = None, num_features
+        if feature_map is None and self.feature_map_class is None:
+            raise TypeError(f"{type(self).__name__} takes a built map: pass feature_map=.")
         if num_features is not None:
             kwargs[self.size_argument()] = num_features
-        map_arguments = {name: kwargs.pop(name) for name in self.map_argument_names() if name in kwargs}
+        map_arguments = self.take_map_arguments(kwargs)
         ard_num_dims = kwargs.get("ard_num_dims") if self.has_lengthscale else None
         if feature_map is None:
-            if self.feature_map_class is None:
-                raise TypeError(f"{type(self).__name__} takes a built map: pass feature_map=.")
             num_dims = resolve_num_dims(num_dims, ard_num_dims, kwargs.get("active_dims"), type(self).__name__)
             feature_map = self.build_feature_map(num_dims, torch.Size(kwargs.get("batch_shape") or ()), **map_arguments)
         else:
@@ -76,6 +83,23 @@ class FeatureMapOwner(ABC):
         self.feature_map = feature_map
 
     @classmethod
+    def take_map_arguments(cls, kwargs: dict) -> dict:
+        """Remove the map's arguments from ``kwargs`` and return them; what is left must be GPyTorch's."""
+        map_arguments = {name: kwargs.pop(name) for name in cls.map_argument_names() if name in kwargs}
+        unknown = sorted(set(kwargs) - set(GPYTORCH_KERNEL_ARGUMENTS))
+        if unknown:
+            takes = (
+                f"the arguments of {cls.feature_map_class.__name__} ({', '.join(cls.map_argument_names())})"
+                if cls.feature_map_class is not None
+                else "feature_map="
+            )
+            raise TypeError(
+                f"{cls.__name__} got unexpected arguments {', '.join(unknown)}: it takes {takes} and GPyTorch "
+                f"Kernel arguments ({', '.join(GPYTORCH_KERNEL_ARGUMENTS)})."
+            )
+        return map_arguments
+
+    @classmethod
     def size_argument(cls) -> str:
         """The name of the map's size, its argument after the input dimension (``num_features``, ``num_rules``,
         ...): what the kernel's first argument is."""
@@ -85,12 +109,24 @@ class FeatureMapOwner(ABC):
 
     @classmethod
     def map_argument_names(cls) -> tuple[str, ...]:
-        """The arguments of :attr:`feature_map_class` a kernel passes through (all but ``input_dim`` and
-        ``batch_shape``, which come from the kernel)."""
+        """The arguments of :attr:`feature_map_class` a kernel passes through: all but ``input_dim`` and
+        ``batch_shape``, which come from the kernel, including those a map's ``**kwargs`` hand to its base class."""
         if cls.feature_map_class is None:
             return ()
-        parameters = inspect.signature(cls.feature_map_class).parameters
-        return tuple(name for name in parameters if name not in ("input_dim", "batch_shape"))
+        names: list[str] = []
+        for map_class in cls.feature_map_class.__mro__:
+            if "__init__" not in vars(map_class):
+                continue
+            parameters = list(inspect.signature(map_class.__init__).parameters.values())[1:]  # without self
+            names += [
+                parameter.name
+                for parameter in parameters
+                if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+                and parameter.name not in ("input_dim", "batch_shape", *names)
+            ]
+            if all(parameter.kind is not parameter.VAR_KEYWORD for parameter in parameters):
+                break
+        return tuple(names)
 
     @classmethod
     def build_feature_map(cls, num_dims: int, batch_shape: torch.Size, **map_arguments) -> FeatureMapBase:
