@@ -23,6 +23,23 @@ def check_choice(value: str, name: str, choices: Sequence[str]) -> str:
     return value
 
 
+def resolve_num_dims(num_dims: int | None, ard_num_dims: int | None, active_dims, owner: str) -> int:
+    """The input dimension a kernel is built for (feature draws need it up front): ``num_dims``, else
+    ``ard_num_dims``, else the number of ``active_dims``; ``owner`` names the kernel in the errors."""
+    if num_dims is None:
+        num_dims = ard_num_dims
+    if num_dims is None and active_dims is not None:
+        num_dims = len(active_dims)
+    if num_dims is None:
+        raise ValueError(
+            f"{owner} needs the input dimension to draw its features at construction: pass num_dims=d "
+            "(or ard_num_dims=d)."
+        )
+    if ard_num_dims is not None and ard_num_dims not in (1, num_dims):
+        raise ValueError(f"{owner}: ard_num_dims={ard_num_dims} does not match num_dims={num_dims}.")
+    return num_dims
+
+
 def check_features_input(x: Tensor, input_dim: int, owner: str) -> None:
     """Check the trailing dimension, the dtype and (where cheap) finiteness of a feature-map input."""
     if not torch.is_tensor(x):

@@ -1,5 +1,6 @@
 """gprf._checks: argument validation shared by feature maps and kernels — positive integers, choices, and feature-map
-inputs (shape, column count, dtype, finiteness where cheap), each with a message naming the argument."""
+inputs (shape, column count, dtype, finiteness where cheap), a kernel's input dimension, each with a message naming
+the argument."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from gprf._checks import (
     check_positive_int,
     check_training_inputs,
     describe_nonfinite_rows,
+    resolve_num_dims,
 )
 from gprf.exceptions import NonFiniteTrainingDataError
 from gprf.settings import validate_inputs
@@ -84,3 +86,14 @@ def test_training_inputs_with_nan_name_the_rows():
         gprf.fit_mll(mll, tune_steps=1)
     with gpytorch.settings.debug(False), pytest.raises(ValueError, match=r"NaN or infinite inputs in 2 of 20 rows"):
         mll(model(x), y)
+
+
+def test_num_dims_is_resolved_from_the_arguments_or_refused():
+    assert resolve_num_dims(4, None, None, "K") == 4
+    assert resolve_num_dims(None, 3, None, "K") == 3
+    assert resolve_num_dims(None, None, [0, 2], "K") == 2
+    assert resolve_num_dims(5, 1, None, "K") == 5  # an isotropic lengthscale fits any dimension
+    with pytest.raises(ValueError, match=r"K needs the input dimension .*num_dims=d"):
+        resolve_num_dims(None, None, None, "K")
+    with pytest.raises(ValueError, match=r"K: ard_num_dims=2 does not match num_dims=3"):
+        resolve_num_dims(3, 2, None, "K")

@@ -26,19 +26,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpytorch.kernels import (
-    AdditiveKernel,
-    AdditiveStructureKernel,
-    Kernel,
-    LinearKernel,
-    MaternKernel,
-    PolynomialKernel,
-    ProductKernel,
-    RBFKernel,
-    ScaleKernel,
-)
+from gpytorch.kernels import AdditiveKernel, AdditiveStructureKernel, Kernel, ProductKernel, ScaleKernel
 
-_STATIONARY = {"rbf": None, "matern12": 0.5, "matern32": 1.5, "matern52": 2.5}
+from gprf.kernels.exact import exact_target, stationary_targets
+
+# The stationary bases are the stationary exact targets (gprf.kernels.exact.targets).
+_STATIONARY = tuple(target.name for target in stationary_targets())
 _BASES = (*_STATIONARY, "linear", "polyP (P = 1, 2, ...)", "additive(k)")
 _TOKEN = re.compile(r"\s*(?:(?P<name>[a-z][a-z0-9]*)|(?P<int>\d+)|(?P<op>[-+*()\[\]:,]))")
 #: Deepest nesting of parentheses a spec may have (deeper ones are refused, not recursed into).
@@ -140,16 +133,15 @@ def build_kernel(spec: Spec, num_dims: int) -> Kernel:
     if spec.name in _STATIONARY:
         return _stationary(spec.name, columns)
     if spec.name == "linear":
-        return LinearKernel(active_dims=columns)
-    return PolynomialKernel(power=spec.degree, active_dims=columns)
+        return exact_target("linear").build(active_dims=columns)
+    return exact_target("offset_polynomial").build(power=spec.degree, active_dims=columns)
 
 
 def _stationary(name: str, columns: list[int] | None) -> Kernel:
-    """An RBF or Matérn kernel on ``columns`` with one lengthscale each (None: every column, one lengthscale)."""
+    """A stationary kernel (RBF, Matérn) on ``columns`` with one lengthscale each (None: every column, one
+    lengthscale)."""
     ard = len(columns) if columns is not None else None
-    if _STATIONARY[name] is None:
-        return RBFKernel(ard_num_dims=ard, active_dims=columns)
-    return MaternKernel(nu=_STATIONARY[name], ard_num_dims=ard, active_dims=columns)
+    return exact_target(name).build(ard_num_dims=ard, active_dims=columns)
 
 
 class _Parser:

@@ -8,29 +8,27 @@ from dataclasses import dataclass
 
 import gpytorch
 import torch
-from gpytorch.kernels import Kernel, MaternKernel, RBFKernel, ScaleKernel
+from gpytorch.kernels import Kernel, ScaleKernel
 from torch import Tensor
 
 from gprf.cli.kernel_spec import is_composite_spec, parse_kernel_spec
 from gprf.distributions import MultivariateNormal
+from gprf.kernels.exact import exact_target, stationary_targets
 
-#: ``--kernel`` choices and the exact GPyTorch kernel each names.
-EXACT_KERNELS = ("rbf", "matern12", "matern32", "matern52")
-_MATERN_NU = {"matern12": 0.5, "matern32": 1.5, "matern52": 2.5}
+#: ``--kernel`` choices: the stationary exact targets (:mod:`gprf.kernels.exact.targets`), which name the exact kernels.
+EXACT_KERNELS = tuple(target.name for target in stationary_targets())
 
 #: Problem sizes up to which exact GPs use a Cholesky factorisation (GPyTorch's default switches to CG at 800).
 CHOLESKY_MAX_SIZE = 100_000
 
 
 def exact_kernel(name: str, num_dims: int) -> Kernel:
-    """GPyTorch's ARD ``RBFKernel`` or ``MaternKernel`` for ``--kernel name``, or the expression of a composite spec
-    (:mod:`gprf.cli.kernel_spec`)."""
+    """The ARD exact kernel of ``--kernel name`` (GPyTorch's ``RBFKernel`` or ``MaternKernel``), or the expression of a
+    composite spec (:mod:`gprf.cli.kernel_spec`)."""
     if is_composite_spec(name):
         return parse_kernel_spec(name, num_dims)
-    if name == "rbf":
-        return RBFKernel(ard_num_dims=num_dims)
-    if name in _MATERN_NU:
-        return MaternKernel(nu=_MATERN_NU[name], ard_num_dims=num_dims)
+    if name in EXACT_KERNELS:
+        return exact_target(name).build(ard_num_dims=num_dims)
     raise ValueError(f"Unknown kernel {name!r}; valid choices are: {', '.join(EXACT_KERNELS)}.")
 
 

@@ -10,17 +10,16 @@ from gpytorch.kernels import (
     IndexKernel,
     Kernel,
     LinearKernel,
-    MaternKernel,
     ProductKernel,
-    RBFKernel,
     ScaleKernel,
 )
 
-from gprf.conversion.leaves import fourier_name
+from gprf.conversion.leaves import stationary_spectrum_of
 from gprf.conversion.registry import Context, describe, register_translation, translate
 from gprf.conversion.tying import tie
 from gprf.features.versions import feature_versions
 from gprf.kernels import AdditiveFeatureKernel, FeatureKernel, FeatureProductKernel, FeatureSumKernel
+from gprf.kernels.exact import StationaryTarget, find_exact_target
 from gprf.kernels.exact_expression import scale_like
 from gprf.kernels.feature_kernel import unwrap_scale_kernel
 
@@ -98,12 +97,12 @@ def translate_additive_structure(kernel: AdditiveStructureKernel, context: Conte
         scales.append(base)
         base, path = base.base_kernel, f"{path}.base_kernel"
     base_context = context.child(path, features)
-    if not isinstance(base, (RBFKernel, MaternKernel)):
+    if not isinstance(find_exact_target(base), StationaryTarget):
         raise TypeError(
             base_context.error(
                 base,
                 "inside AdditiveStructureKernel has no per-dimension random features",
-                "use an RBFKernel or MaternKernel base kernel (optionally in ScaleKernel)",
+                "use a stationary base kernel, e.g. RBFKernel or MaternKernel (optionally in ScaleKernel)",
             )
         )
     if base.active_dims is not None or any(scale.active_dims is not None for scale in scales):
@@ -144,7 +143,7 @@ def translate_additive_structure(kernel: AdditiveStructureKernel, context: Conte
     additive = AdditiveFeatureKernel(
         per_dim,
         num_dims=num_dims,
-        kernel=fourier_name(base, base_context),
+        kernel=stationary_spectrum_of(base, base_context),
         seed=context.next_seed(),
         ard_num_dims=base.ard_num_dims,
         batch_shape=base.batch_shape,

@@ -1,13 +1,15 @@
-r"""Translations of single GPyTorch kernels: RBF and Matérn (random Fourier features), linear (exact root),
+r"""Translations of single GPyTorch kernels: stationary targets such as RBF and Matérn (random Fourier features),
+linear (exact root),
 polynomial (sketches with the offset as an input coordinate), task kernels (exact low-rank root), and gprf feature
 kernels (already approximated: kept as they are)."""
 
 from __future__ import annotations
 
-from gpytorch.kernels import IndexKernel, Kernel, LinearKernel, MaternKernel, PolynomialKernel, RBFKernel
+from gpytorch.kernels import IndexKernel, Kernel, LinearKernel, PolynomialKernel
 
 from gprf.conversion.registry import Context, register_translation
 from gprf.conversion.tying import input_dim, tie
+from gprf.features import StationarySpectrum
 from gprf.kernels import (
     FeatureKernel,
     IndexRootKernel,
@@ -15,17 +17,22 @@ from gprf.kernels import (
     OffsetPolynomialSketchKernel,
     RandomFourierKernel,
 )
+from gprf.kernels.exact import StationaryTarget, find_exact_target, stationary_targets
 
-MATERN_NAMES = {0.5: "matern12", 1.5: "matern32", 2.5: "matern52"}
 
-
-def fourier_name(kernel: Kernel, context: Context) -> str:
-    """``"rbf"`` or ``"matern12"/"matern32"/"matern52"`` for GPyTorch's RBF or Matérn kernel."""
-    if isinstance(kernel, RBFKernel):
-        return "rbf"
-    if kernel.nu not in MATERN_NAMES:  # GPyTorch refuses other nu already; kept for subclasses
-        raise TypeError(context.error(kernel, f"with nu={kernel.nu} has no random features", "use nu 0.5, 1.5 or 2.5"))
-    return MATERN_NAMES[kernel.nu]
+def stationary_spectrum_of(kernel: Kernel, context: Context) -> StationarySpectrum:
+    """The spectrum of a stationary target (GPyTorch's RBF or Matérn kernel, ...): its row of the exact-target
+    table."""
+    target = find_exact_target(kernel)
+    if not isinstance(target, StationaryTarget):
+        raise TypeError(
+            context.error(
+                kernel,
+                "is none of the stationary targets with random Fourier features",
+                f"use one of {', '.join(map(repr, stationary_targets()))}",
+            )
+        )
+    return target.spectrum
 
 
 def even_features(kernel: Kernel, context: Context) -> int:
@@ -42,14 +49,15 @@ def even_features(kernel: Kernel, context: Context) -> int:
     return features - features % 2
 
 
-@register_translation(RBFKernel, MaternKernel)
+@register_translation(StationaryTarget)
 def translate_fourier(kernel: Kernel, context: Context) -> Kernel:
-    """:class:`~gprf.kernels.RandomFourierKernel` sharing the lengthscale (parameter, constraint, prior)."""
+    """:class:`~gprf.kernels.RandomFourierKernel` of the target's spectrum sharing the lengthscale (parameter,
+    constraint, prior)."""
     num_dims = input_dim(kernel, context)
     gprf_kernel = RandomFourierKernel(
         even_features(kernel, context),
         num_dims=num_dims,
-        kernel=fourier_name(kernel, context),
+        kernel=stationary_spectrum_of(kernel, context),
         sampler=context.sampler,
         seed=context.next_seed(),
         ard_num_dims=kernel.ard_num_dims,

@@ -35,7 +35,8 @@ def random_features(
     GPyTorch                            gprf
     ==================================  =========================================================================
     ``RBFKernel``, ``MaternKernel``     :class:`~gprf.kernels.RandomFourierKernel` (``"rbf"``, ``"matern12"``, ...;
-                                        Rahimi & Recht 2007), ``sampler`` as given
+    (every stationary target of         Rahimi & Recht 2007), ``sampler`` as given
+    :mod:`gprf.kernels.exact.targets`)
     ``ScaleKernel``                     ``ScaleKernel`` sharing ``raw_outputscale``
     ``AdditiveKernel`` (``k1 + k2``)    :class:`~gprf.kernels.FeatureSumKernel` (concatenated roots)
     ``ProductKernel`` (``k1 * k2``)     :class:`~gprf.kernels.FeatureProductKernel`
@@ -51,7 +52,8 @@ def random_features(
     ``active_dims``, ``ard_num_dims`` and ``batch_shape`` are carried over. Other kernels raise a ``TypeError``
     naming the part (its dotted path, e.g. ``"kernels.1.base_kernel: PeriodicKernel ..."``) and the nearest supported
     alternative; translations for more kernel types can be added with
-    :func:`gprf.conversion.register_translation`.
+    :func:`gprf.conversion.register_translation`, and a stationary kernel added to the exact-target table is
+    translated like RBF and Matérn (:doc:`/extending`).
 
     ``num_features`` is split across the parts by the budget rule of :mod:`gprf.conversion.budget`: sums share it
     evenly among their random parts after paying exact parts (linear, task) their exact width, products give it to

@@ -10,6 +10,11 @@ base's translation unless they register their own::
 
 A translation receives the kernel and a :class:`Context` (its path in the expression, its features, the options of
 the call) and returns a gprf kernel sharing the kernel's hyperparameters.
+
+A translation may also be registered for a kind of exact target, a row class of the exact-target table
+(:mod:`gprf.kernels.exact.targets`): a kernel without a translation of its own that the table knows as a target of
+that kind uses it. Every stationary target (:class:`~gprf.kernels.exact.StationaryTarget`: GPyTorch's RBF and Matérn
+kernels, and any stationary family added to the table) gets random Fourier features this way.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 from gpytorch.kernels import Kernel
 
 from gprf.conversion.budget import Budget
+from gprf.kernels.exact.targets import EXACT_TARGETS
 
 Translation = Callable[[Kernel, "Context"], Kernel]
 _TRANSLATIONS: dict[type, Translation] = {}
@@ -43,7 +49,8 @@ SUPPORTED = (
 
 
 def register_translation(*kernel_types: type) -> Callable[[Translation], Translation]:
-    """Decorator registering a translation for ``kernel_types`` (and their subclasses without their own)."""
+    """Decorator registering a translation for ``kernel_types`` (and their subclasses without their own): GPyTorch
+    kernel classes, or kinds of exact target (:class:`~gprf.kernels.exact.ExactTarget` subclasses)."""
 
     def decorator(translation: Translation) -> Translation:
         for kernel_type in kernel_types:
@@ -54,11 +61,22 @@ def register_translation(*kernel_types: type) -> Callable[[Translation], Transla
 
 
 def find_translation(kernel_type: type) -> Translation | None:
-    """The translation registered for ``kernel_type`` or its nearest base class."""
+    """The translation registered for ``kernel_type`` or its nearest base class; else the one registered for the kind
+    of exact target whose class is nearest (a kernel class of the exact-target table)."""
+    own = _nearest(kernel_type.__mro__)
+    if own is not None:
+        return own
     for cls in kernel_type.__mro__:
-        if cls in _TRANSLATIONS:
-            return _TRANSLATIONS[cls]
+        for target in EXACT_TARGETS.values():
+            if target.kernel_type is cls:
+                translation = _nearest(type(target).__mro__)
+                if translation is not None:
+                    return translation
     return None
+
+
+def _nearest(mro: tuple[type, ...]) -> Translation | None:
+    return next((_TRANSLATIONS[cls] for cls in mro if cls in _TRANSLATIONS), None)
 
 
 def describe(path: str) -> str:

@@ -19,7 +19,7 @@ from gprf.features.signed_spectra import (
 )
 from gprf.features.skeleton import BASE_KERNELS, InputNode, InternalNode, Skeleton
 from gprf.features.sketches import SKETCHES, PolynomialSketch
-from gprf.features.spectral import SPECTRA, StationarySpectrum
+from gprf.features.spectral import SPECTRA, GaussianSpectrum, MaternSpectrum, StationarySpectrum, stationary_spectrum
 
 __all__ = [
     "ADDITIVE_ORDERS",
@@ -33,10 +33,12 @@ __all__ = [
     "FOURIER_SAMPLERS",
     "FeatureMap",
     "FeatureMapBase",
+    "GaussianSpectrum",
     "InputNode",
     "InternalNode",
     "MaclaurinAllocation",
     "MaclaurinFeatures",
+    "MaternSpectrum",
     "PolynomialSketch",
     "QUADRATURE_KERNELS",
     "QUADRATURE_ROTATIONS",
@@ -57,4 +59,5 @@ __all__ = [
     "optimize_maclaurin_allocation",
     "real_root",
     "spherical_polynomial_spectrum",
+    "stationary_spectrum",
 ]

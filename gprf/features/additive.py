@@ -30,9 +30,9 @@ import math
 import torch
 from torch import Tensor
 
-from gprf._checks import check_choice, check_positive_int
+from gprf._checks import check_positive_int
 from gprf.features.base import FeatureMap
-from gprf.features.spectral import SPECTRA
+from gprf.features.spectral import StationarySpectrum, stationary_spectrum
 from gprf.features.variance import fourier_iid_variance
 from gprf.ops import cos_sin
 
@@ -56,7 +56,8 @@ class AdditiveFourierFeatures(FeatureMap):
     Args:
         input_dim: :math:`d`.
         features_per_dim: Features :math:`2m_1` of each one-dimensional component (even).
-        kernel: ``"rbf"``, ``"matern12"``, ``"matern32"`` or ``"matern52"`` (GPyTorch's parametrisation).
+        kernel: ``"rbf"``, ``"matern12"``, ``"matern32"`` or ``"matern52"`` (GPyTorch's parametrisation), or the
+            :class:`~gprf.features.StationarySpectrum` of another stationary kernel.
         order: 1 (sum of one-dimensional kernels) or 2 (and their pairwise products).
         features_per_pair: Features :math:`2m_2` of each pairwise component (even; default ``features_per_dim``);
             ``order=2`` only (with ``order=1`` it raises ``ValueError``).
@@ -70,7 +71,7 @@ class AdditiveFourierFeatures(FeatureMap):
         self,
         input_dim: int,
         features_per_dim: int,
-        kernel: str = "rbf",
+        kernel: str | StationarySpectrum = "rbf",
         order: int = 1,
         features_per_pair: int | None = None,
         batch_shape: torch.Size | tuple[int, ...] = torch.Size(),
@@ -87,8 +88,8 @@ class AdditiveFourierFeatures(FeatureMap):
         pair_features = features_per_dim if features_per_pair is None else features_per_pair
         self.features_per_pair = _check_even(pair_features, "features_per_pair") if order == 2 else 0
         self.order = order
-        self.kernel = check_choice(kernel, "kernel", tuple(SPECTRA))
-        self.spectrum = SPECTRA[kernel]
+        self.spectrum = stationary_spectrum(kernel)
+        self.kernel = self.spectrum.name
         self.num_pairs = input_dim * (input_dim - 1) // 2 if order == 2 else 0
         total = input_dim * self.features_per_dim + self.num_pairs * self.features_per_pair
         super().__init__(input_dim, total, batch_shape=batch_shape, seed=seed)

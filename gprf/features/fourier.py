@@ -23,7 +23,7 @@ from torch import Tensor
 from gprf._checks import check_choice
 from gprf.features.base import FeatureMap
 from gprf.features.nested import chunked_units, complete_orthonormal_rows, stream_generator
-from gprf.features.spectral import SPECTRA
+from gprf.features.spectral import SPECTRA, StationarySpectrum, stationary_spectrum
 from gprf.features.variance import fourier_iid_variance
 from gprf.ops import cos_sin, fwht, haar_orthogonal, next_power_of_two, pad_to_power_of_two, sobol_uniform
 
@@ -73,7 +73,8 @@ class RandomFourierFeatures(FeatureMap):
     Args:
         input_dim: Input dimension :math:`d` (inputs already divided by the lengthscale).
         num_features: Number of real features ``F`` (even: ``F/2`` cosine and ``F/2`` sine features).
-        kernel: ``"rbf"``, ``"matern12"``, ``"matern32"`` or ``"matern52"``.
+        kernel: ``"rbf"``, ``"matern12"``, ``"matern32"``, ``"matern52"``, or the
+            :class:`~gprf.features.StationarySpectrum` of another stationary kernel.
         sampler: ``"iid"``, ``"orthogonal"``, ``"structured"`` or ``"qmc"``.
         batch_shape: Independent feature draws for each batch member.
         seed: Seed of the draws (``None``: seeded from the global RNG).
@@ -83,15 +84,15 @@ class RandomFourierFeatures(FeatureMap):
         self,
         input_dim: int,
         num_features: int,
-        kernel: str = "rbf",
+        kernel: str | StationarySpectrum = "rbf",
         sampler: str = "iid",
         batch_shape: torch.Size | tuple[int, ...] = torch.Size(),
         seed: int | None = None,
     ) -> None:
         super().__init__(input_dim, num_features, batch_shape=batch_shape, seed=seed)
-        self.kernel = check_choice(kernel, "kernel", FOURIER_KERNELS)
+        self.spectrum = stationary_spectrum(kernel)
+        self.kernel = self.spectrum.name
         self.sampler = check_choice(sampler, "sampler", FOURIER_SAMPLERS)
-        self.spectrum = SPECTRA[kernel]
         self.block_dim = next_power_of_two(input_dim) if sampler == "structured" else input_dim
         self._set_num_features(num_features)
         self.nesting_refusal = None
@@ -172,7 +173,7 @@ class RandomFourierFeatures(FeatureMap):
     def _qmc_frequencies(self, segments: list[tuple[int, int]]) -> Tensor:
         """Points ``0..m-1`` of the scrambled Sobol sequence of each segment's seed, from the segment's start on."""
         d, m = self.input_dim, self.num_frequencies
-        extra = 0 if self.spectrum.nu is None else 1
+        extra = 1 if self.spectrum.random_radial_scale else 0
         pieces = []
         for index, (start, seed) in enumerate(segments):
             stop = min(segments[index + 1][0] if index + 1 < len(segments) else m, m)

@@ -94,7 +94,7 @@ class PolynomialSketch(FeatureMap):
     Args:
         input_dim: Input dimension (before the bias coordinate).
         num_features: Number ``D`` of (real or complex) features.
-        degree: Polynomial degree :math:`p \ge 0`.
+        degree: Polynomial degree :math:`p \ge 0` (default 2).
         sketch: ``"gaussian"``, ``"rademacher"``, ``"srht"`` or ``"tensorsketch"``.
         complex: Complex features (real-part kernel estimate); not available for TensorSketch.
         bias: :math:`c \ge 0` in :math:`(x^\top y + c)^p`.
@@ -106,7 +106,7 @@ class PolynomialSketch(FeatureMap):
         self,
         input_dim: int,
         num_features: int,
-        degree: int,
+        degree: int = 2,
         sketch: str = "gaussian",
         complex: bool = False,
         bias: float = 0.0,

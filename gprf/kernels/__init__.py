@@ -1,11 +1,22 @@
-"""GPyTorch kernels built on random feature maps, and the exact kernels they approximate."""
+"""GPyTorch kernels built on random feature maps, and (re-exported from :mod:`gprf.kernels.exact`) the exact kernels
+they approximate."""
 
-from gprf.kernels.additive_feature_kernel import AdditiveFeatureKernel, ExactAdditiveKernel
-from gprf.kernels.arc_cosine import ArcCosineKernel
+from gprf.kernels import exact
+from gprf.kernels.additive_feature_kernel import AdditiveFeatureKernel
 from gprf.kernels.arc_cosine_quadrature import ArcCosineQuadratureKernel
-from gprf.kernels.compositional import CompositionalKernel, CompositionalRandomFeatureKernel
-from gprf.kernels.delta_gaussian import DeltaGaussianKernel
-from gprf.kernels.dot_product import DotProductKernel, ExponentialDotProductKernel, ScaledPolynomialKernel
+from gprf.kernels.compositional import CompositionalRandomFeatureKernel
+
+# The exact targets live in gprf.kernels.exact; re-exported here, where they have always been importable from.
+from gprf.kernels.exact import (
+    ArcCosineKernel,
+    CompositionalKernel,
+    DeltaGaussianKernel,
+    DotProductKernel,
+    ExactAdditiveKernel,
+    ExponentialDotProductKernel,
+    ScaledPolynomialKernel,
+    SphericalPolynomialKernel,
+)
 from gprf.kernels.exact_expression import exact_expression
 from gprf.kernels.feature_kernel import FeatureKernel, FeatureSumKernel, is_feature_kernel, unwrap_scale_kernel
 from gprf.kernels.feature_map_owner import FeatureMapOwner
@@ -22,7 +33,6 @@ from gprf.kernels.random_fourier import RandomFourierKernel
 from gprf.kernels.signed_feature_kernel import SignedFeatureKernel
 from gprf.kernels.signed_part import SignedPartKernel
 from gprf.kernels.signed_random_feature_kernel import SignedRandomFeatureKernel
-from gprf.kernels.spherical_polynomial import SphericalPolynomialKernel
 
 __all__ = [
     "AdditiveFeatureKernel",
@@ -52,6 +62,7 @@ __all__ = [
     "SignedPartKernel",
     "SignedRandomFeatureKernel",
     "SphericalPolynomialKernel",
+    "exact",
     "exact_expression",
     "is_feature_kernel",
     "unwrap_scale_kernel",

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import warnings
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 import torch
-from gpytorch.kernels import AdditiveKernel, IndexKernel, Kernel, ScaleKernel
+from gpytorch.kernels import AdditiveKernel, Kernel, ScaleKernel
 from linear_operator.operators import MatmulLinearOperator
 from torch import Tensor
 
@@ -157,20 +158,18 @@ class FeatureKernel(VisibleWrites, Kernel, ABC):
         kernel, or with a task kernel (``IndexKernel``, BoTorch's ``PositiveIndexKernel``) through its exact root
         (:class:`~gprf.kernels.IndexRootKernel`) — what BoTorch's ``MultiTaskGP`` builds from a gprf
         ``covar_module``. The budget is :func:`~gprf.kernels.feature_product_kernel.default_product_budget`."""
-        # Imported here: both modules build on this one.
-        from gprf.kernels.feature_product_kernel import FeatureProductKernel, default_product_budget
-        from gprf.kernels.index_root_kernel import IndexRootKernel
+        return _multiply(self, other)
 
-        if isinstance(other, IndexKernel):
-            other = IndexRootKernel(other)
-        if not is_feature_kernel(other):
-            raise TypeError(
-                f"Multiplying a random-feature kernel by {type(other).__name__} is not supported: GPyTorch's "
-                "ProductKernel multiplies the covariances elementwise, which destroys the low-rank feature root "
-                "(dense N x N training). Multiply gprf feature kernels (k1 * k2, or FeatureProductKernel(k1, k2, "
-                "num_features=F)) or a task IndexKernel; approximate the other factor first (gprf.random_features)."
-            )
-        return FeatureProductKernel(self, other, num_features=default_product_budget((self, other)))
+
+# ``k1 * k2`` is built by gprf.kernels.feature_product_kernel, which builds on this module: it registers its builder
+# here when imported (gprf.kernels imports it), so that this module never imports it back.
+_multiply: Callable[[FeatureKernel, Kernel], Kernel]
+
+
+def register_product(multiply: Callable[[FeatureKernel, Kernel], Kernel]) -> None:
+    """Make ``multiply(k1, k2)`` the product ``k1 * k2`` of a feature kernel ``k1`` with any kernel ``k2``."""
+    global _multiply
+    _multiply = multiply
 
 
 class FeatureKernelOfParts(FeatureKernel):

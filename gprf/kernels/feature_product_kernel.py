@@ -6,15 +6,22 @@ from __future__ import annotations
 import math
 
 import torch
-from gpytorch.kernels import Kernel, ProductKernel, ScaleKernel
+from gpytorch.kernels import IndexKernel, Kernel, ProductKernel, ScaleKernel
 from torch import Tensor
 
 from gprf._checks import check_choice
 from gprf.features import RandomFourierFeatures
 from gprf.features.versions import feature_versions
 from gprf.kernels.exact_expression import exact_expression
-from gprf.kernels.feature_kernel import FeatureKernelOfParts, unwrap_scale_kernel
+from gprf.kernels.feature_kernel import (
+    FeatureKernel,
+    FeatureKernelOfParts,
+    is_feature_kernel,
+    register_product,
+    unwrap_scale_kernel,
+)
 from gprf.kernels.independent_factors import independent_factors
+from gprf.kernels.index_root_kernel import IndexRootKernel
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 from gprf.linalg import feature_root
 
@@ -401,3 +408,22 @@ def fourier_square_sum(kernel: Kernel, x1: Tensor, x2: Tensor) -> Tensor:
     feature_map = base.feature_map
     doubled = feature_map.expected_kernel(2 * z1, 2 * z2) + feature_map.expected_kernel(2 * z1, -2 * z2)
     return amplitude**2 * (1 + doubled / 2) / (2 * feature_map.num_frequencies)
+
+
+def multiply(kernel: FeatureKernel, other: Kernel) -> Kernel:
+    """``kernel * other`` for a feature kernel (:meth:`FeatureKernel.__mul__ <gprf.kernels.FeatureKernel.__mul__>`):
+    a :class:`FeatureProductKernel` of budget :func:`default_product_budget`, a task ``IndexKernel`` entering through
+    its exact root; other kernels are refused."""
+    if isinstance(other, IndexKernel):
+        other = IndexRootKernel(other)
+    if not is_feature_kernel(other):
+        raise TypeError(
+            f"Multiplying a random-feature kernel by {type(other).__name__} is not supported: GPyTorch's "
+            "ProductKernel multiplies the covariances elementwise, which destroys the low-rank feature root "
+            "(dense N x N training). Multiply gprf feature kernels (k1 * k2, or FeatureProductKernel(k1, k2, "
+            "num_features=F)) or a task IndexKernel; approximate the other factor first (gprf.random_features)."
+        )
+    return FeatureProductKernel(kernel, other, num_features=default_product_budget((kernel, other)))
+
+
+register_product(multiply)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import torch
 from gpytorch.constraints import Interval, Positive
-from gpytorch.kernels import Kernel, LinearKernel
+from gpytorch.kernels import Kernel
 from gpytorch.priors import Prior
 from torch import Tensor
 
-from gprf._checks import check_features_input
+from gprf._checks import check_features_input, resolve_num_dims
+from gprf.kernels.exact.targets import exact_target
 from gprf.kernels.feature_kernel import FeatureKernel
-from gprf.kernels.feature_map_owner import resolve_num_dims
 
 
 class LinearFeatureKernel(FeatureKernel):
@@ -70,7 +70,9 @@ class LinearFeatureKernel(FeatureKernel):
 
     def exact(self) -> Kernel:
         """GPyTorch's ``LinearKernel`` sharing this kernel's variance parameter, constraint and prior."""
-        exact = LinearKernel(ard_num_dims=self.ard_num_dims, batch_shape=self.batch_shape, active_dims=self.active_dims)
+        exact = exact_target("linear").build(
+            ard_num_dims=self.ard_num_dims, batch_shape=self.batch_shape, active_dims=self.active_dims
+        )
         exact.raw_variance = self.raw_variance
         exact.register_constraint("raw_variance", self.raw_variance_constraint)
         return exact.to(self.raw_variance)

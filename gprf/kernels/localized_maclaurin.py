@@ -12,12 +12,22 @@ import torch
 from torch import Tensor
 
 from gprf._checks import check_positive_int
+from gprf.features import FeatureMapBase
 from gprf.features.versions import feature_versions
 from gprf.kernels.maclaurin import MaclaurinKernel
 from gprf.linalg import FeatureRootLinearOperator
 from gprf.prediction import LocalizedPredictionStrategy
 
 CENTER_MODES = ("test", "cluster")
+
+
+def _check_shift_invariant(kernel: str) -> None:
+    if kernel != "gaussian":
+        raise ValueError(
+            f"LocalizedMaclaurinKernel re-centres the expansion, which relies on the shift invariance "
+            f"k(x - c, y - c) = k(x, y) of the Gaussian kernel; the {kernel!r} kernel is not shift invariant. "
+            "Use MaclaurinKernel(kernel=...) for its global predictor."
+        )
 
 
 def _check_threshold(threshold: float) -> float:
@@ -75,14 +85,14 @@ class LocalizedMaclaurinKernel(MaclaurinKernel):
         centers: ``"test"``, ``"cluster"`` or a tensor of centres.
         threshold: :math:`\theta/\ell` for ``"cluster"`` (default 1.0); must be positive.
         max_centers: Cap on the number of clusters (mean included) for ``"cluster"``.
-        sketch, complex, allocation, min_degree, max_degree, train_inputs, seed: As for
-            :class:`~gprf.kernels.MaclaurinKernel`.
         chunk_size: Centres re-centred per batched step (memory ``chunk_size x N x F``); ``None``: chosen to
             keep that tensor below :math:`2^{24}` elements.
         recentre_outside: In cluster/centre modes, re-centre test points outside the region the centres cover
             (farther from their nearest centre than every training point is from its own) individually.
-        kernel: Only ``"gaussian"`` (localization relies on shift invariance).
-        kwargs: GPyTorch ``Kernel`` arguments.
+        kwargs: As for :class:`~gprf.kernels.MaclaurinKernel` (``feature_map=``, ``train_inputs=``, the arguments of
+            :class:`~gprf.features.MaclaurinFeatures` — ``sketch``, ``complex``, ``allocation``, ``min_degree``,
+            ``max_degree``, ``seed``; ``kernel`` only ``"gaussian"``, the default here, as localization relies on
+            shift invariance — and GPyTorch ``Kernel`` arguments).
 
     Reference: J. Wacker, M. Filippone. *Local Random Feature Approximations of the Gaussian Kernel.* Procedia
     Computer Science (KES), 2022 (arXiv:2204.05667).
@@ -93,47 +103,29 @@ class LocalizedMaclaurinKernel(MaclaurinKernel):
 
     def __init__(
         self,
-        num_features: int,
+        num_features: int | FeatureMapBase | None = None,
         num_dims: int | None = None,
+        *,
         centers: str | Tensor = "test",
         threshold: float | None = None,
         max_centers: int = 100,
-        sketch: str = "rademacher",
-        complex: bool = False,
-        allocation: str | list[int] = "optimized",
-        min_degree: int = 2,
-        max_degree: int = 10,
         chunk_size: int | None = None,
         recentre_outside: bool = True,
-        train_inputs: Tensor | None = None,
-        seed: int | None = None,
-        kernel: str = "gaussian",
         **kwargs,
     ) -> None:
-        if kernel != "gaussian":
-            raise ValueError(
-                f"LocalizedMaclaurinKernel re-centres the expansion, which relies on the shift invariance "
-                f"k(x - c, y - c) = k(x, y) of the Gaussian kernel; the {kernel!r} kernel is not shift invariant. "
-                "Use MaclaurinKernel(kernel=...) for its global predictor."
-            )
         if kwargs.get("posterior", "real_kernel") != "real_kernel":
             raise ValueError("LocalizedMaclaurinKernel predicts with the real-part kernel only: drop posterior=.")
-        super().__init__(
-            num_features,
-            num_dims,
-            kernel="gaussian",
-            sketch=sketch,
-            complex=complex,
-            allocation=allocation,
-            min_degree=min_degree,
-            max_degree=max_degree,
-            train_inputs=train_inputs,
-            seed=seed,
-            **kwargs,
-        )
+        super().__init__(num_features, num_dims, **kwargs)
+        _check_shift_invariant(self.feature_map.kernel)
         self._init_centers(centers, threshold, max_centers)
         self.chunk_size = None if chunk_size is None else check_positive_int(chunk_size, "chunk_size")
         self.recentre_outside = bool(recentre_outside)
+
+    @classmethod
+    def build_feature_map(cls, num_dims: int | None, kernel_kwargs: dict, **map_arguments) -> FeatureMapBase:
+        """The Maclaurin map of the Gaussian kernel (the default here; another kernel is refused)."""
+        _check_shift_invariant(map_arguments.setdefault("kernel", "gaussian"))
+        return super().build_feature_map(num_dims, kernel_kwargs, **map_arguments)
 
     def _init_centers(self, centers: str | Tensor, threshold: float | None, max_centers: int) -> None:
         self.max_centers = check_positive_int(max_centers, "max_centers")

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import torch
-from gpytorch.kernels import Kernel, RBFKernel
+from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from gprf.features import MaclaurinAllocation, MaclaurinFeatures
-from gprf.kernels.dot_product import ExponentialDotProductKernel, ScaledPolynomialKernel
-from gprf.kernels.feature_map_owner import resolve_num_dims
+from gprf.features import FeatureMapBase, MaclaurinAllocation, MaclaurinFeatures
+from gprf.kernels.exact.targets import exact_target
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 
 
@@ -38,53 +37,31 @@ class MaclaurinKernel(RandomFeatureKernel):
     Args:
         num_features: Total number ``F`` of features (constant included; complex features if ``complex``).
         num_dims: Input dimension (defaults to ``ard_num_dims`` or ``len(active_dims)``).
-        kernel: ``"gaussian"``, ``"exponential"`` or ``"polynomial"``.
-        sketch: ``"rademacher"``, ``"gaussian"`` or ``"srht"`` (TensorSRHT) for every degree.
-        complex: Complex sketches.
-        allocation: ``"optimized"``, ``"random"`` (Kar & Karnick) or a list ``[D_1, ..., D_m]``.
-        degree, bias: Polynomial kernel only (``bias`` defaults to 1).
-        min_degree, max_degree: Range of truncation degrees searched by the optimizer.
+        feature_map: A built :class:`~gprf.features.MaclaurinFeatures` instead of its arguments.
         train_inputs: Raw training inputs to optimize the allocation on at construction (optional).
-        seed: Seed of the draws.
-        kwargs: ``posterior=`` and GPyTorch ``Kernel`` arguments.
+        kwargs: The arguments of :class:`~gprf.features.MaclaurinFeatures` — ``kernel`` (``"gaussian"``,
+            ``"exponential"``, ``"polynomial"``), ``sketch`` (``"rademacher"``, ``"gaussian"``, ``"srht"``:
+            TensorSRHT, for every degree), ``complex``, ``allocation`` (``"optimized"``, ``"random"`` (Kar &
+            Karnick) or a list ``[D_1, ..., D_m]``), ``degree`` and ``bias`` (polynomial kernel only; ``bias``
+            defaults to 1), ``min_degree`` and ``max_degree`` (the truncation degrees searched by the optimizer),
+            ``seed`` — then ``posterior=`` and GPyTorch ``Kernel`` arguments.
 
     Example:
         >>> base = MaclaurinKernel(512, num_dims=d, kernel="gaussian", sketch="srht", train_inputs=train_x)
         >>> kernel = ScaleKernel(base)
     """
 
+    feature_map_class = MaclaurinFeatures
+
     def __init__(
         self,
-        num_features: int,
+        num_features: int | FeatureMapBase | None = None,
         num_dims: int | None = None,
-        kernel: str = "exponential",
-        sketch: str = "rademacher",
-        complex: bool = False,
-        allocation: str | list[int] = "optimized",
-        degree: int | None = None,
-        bias: float | None = None,
-        min_degree: int = 2,
-        max_degree: int | None = 10,
+        *,
         train_inputs: Tensor | None = None,
-        seed: int | None = None,
         **kwargs,
     ) -> None:
-        num_dims = resolve_num_dims(num_dims, kwargs.get("ard_num_dims"), kwargs.get("active_dims"), "MaclaurinKernel")
-        feature_map = MaclaurinFeatures(
-            num_dims,
-            num_features,
-            kernel=kernel,
-            sketch=sketch,
-            complex=complex,
-            allocation=allocation,
-            degree=degree,
-            bias=bias,
-            min_degree=min_degree,
-            max_degree=max_degree,
-            batch_shape=kwargs.get("batch_shape", torch.Size()),
-            seed=seed,
-        )
-        super().__init__(feature_map, **kwargs)
+        super().__init__(num_features, num_dims, **kwargs)
         if train_inputs is not None:
             self.refit_allocation(train_inputs)
 
@@ -109,11 +86,8 @@ class MaclaurinKernel(RandomFeatureKernel):
     def exact(self) -> Kernel:
         """RBF / exponential / polynomial kernel sharing this kernel's lengthscale parameter."""
         feature_map = self.feature_map
-        kwargs = dict(ard_num_dims=self.ard_num_dims, batch_shape=self.batch_shape, active_dims=self.active_dims)
-        if feature_map.kernel == "gaussian":
-            exact = RBFKernel(**kwargs)
-        elif feature_map.kernel == "exponential":
-            exact = ExponentialDotProductKernel(**kwargs)
-        else:
-            exact = ScaledPolynomialKernel(feature_map.degree, bias=feature_map.bias, **kwargs)
+        arguments = dict(degree=feature_map.degree, bias=feature_map.bias) if feature_map.kernel == "polynomial" else {}
+        exact = exact_target(feature_map.kernel).build(
+            ard_num_dims=self.ard_num_dims, batch_shape=self.batch_shape, active_dims=self.active_dims, **arguments
+        )
         return self._tie_lengthscale(exact)

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import torch
 from gpytorch.constraints import Interval, Positive
-from gpytorch.kernels import Kernel, PolynomialKernel
+from gpytorch.kernels import Kernel
 from gpytorch.priors import Prior
 from torch import Tensor
 
 from gprf._checks import check_features_input
-from gprf.features import PolynomialSketch
-from gprf.kernels.feature_map_owner import resolve_num_dims
+from gprf.features import FeatureMapBase, PolynomialSketch
+from gprf.kernels.exact.targets import exact_target
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
+
+_BIAS_REFUSAL = (
+    "OffsetPolynomialSketchKernel learns its offset c as the input coordinate sqrt(c): its sketch takes no bias "
+    "(for a fixed bias and a lengthscale use PolynomialSketchKernel)."
+)
 
 
 class OffsetPolynomialSketchKernel(RandomFeatureKernel):
@@ -32,38 +37,51 @@ class OffsetPolynomialSketchKernel(RandomFeatureKernel):
     Args:
         num_features: Number of sketch features (complex features for ``complex=True``).
         num_dims: Input dimension :math:`d` (defaults to ``len(active_dims)``).
-        degree: :math:`p \ge 0` (an integer: GPyTorch's ``power``).
-        sketch: ``"gaussian"``, ``"rademacher"``, ``"srht"`` or ``"tensorsketch"``.
-        complex: Complex sketch (real-part kernel).
-        seed: Seed of the draws.
+        feature_map: A built :class:`~gprf.features.PolynomialSketch` of :math:`d + 1` inputs without ``bias``,
+            instead of its arguments.
         offset_prior, offset_constraint: As in GPyTorch's ``PolynomialKernel`` (default ``Positive()``).
-        kwargs: GPyTorch ``Kernel`` arguments (``batch_shape``, ``active_dims``).
+        kwargs: The arguments of :class:`~gprf.features.PolynomialSketch` — ``degree`` :math:`p \ge 0` (an
+            integer: GPyTorch's ``power``; default 2), ``sketch`` (``"gaussian"``, ``"rademacher"``, ``"srht"``,
+            ``"tensorsketch"``), ``complex`` (the real-part kernel), ``seed``; the offset replaces ``bias`` — then
+            GPyTorch ``Kernel`` arguments (``batch_shape``, ``active_dims``).
     """
 
     has_lengthscale = False
+    feature_map_class = PolynomialSketch
 
     def __init__(
         self,
-        num_features: int,
+        num_features: int | FeatureMapBase | None = None,
         num_dims: int | None = None,
-        degree: int = 2,
-        sketch: str = "gaussian",
-        complex: bool = False,
-        seed: int | None = None,
+        *,
         offset_prior: Prior | None = None,
         offset_constraint: Interval | None = None,
         **kwargs,
     ) -> None:
-        self.num_dims = resolve_num_dims(num_dims, None, kwargs.get("active_dims"), "OffsetPolynomialSketchKernel")
-        batch_shape = kwargs.get("batch_shape", torch.Size())
-        feature_map = PolynomialSketch(
-            self.num_dims + 1, num_features, degree, sketch=sketch, complex=complex, batch_shape=batch_shape, seed=seed
-        )
-        super().__init__(feature_map, **kwargs)
+        super().__init__(num_features, num_dims, **kwargs)
+        self.num_dims = self.map_num_dims(self.feature_map)
         self.register_parameter("raw_offset", torch.nn.Parameter(torch.zeros(*self.batch_shape, 1)))
         self.register_constraint("raw_offset", Positive() if offset_constraint is None else offset_constraint)
         if offset_prior is not None:
             self.register_prior("offset_prior", offset_prior, lambda m: m.offset, lambda m, v: m._set_offset(v))
+
+    @classmethod
+    def build_feature_map(cls, num_dims: int, batch_shape: torch.Size, **map_arguments) -> FeatureMapBase:
+        r"""The sketch of the :math:`d + 1` inputs :math:`[x, \sqrt c]` (the offset is an input, not a ``bias``)."""
+        if "bias" in map_arguments:
+            raise TypeError(_BIAS_REFUSAL)
+        return super().build_feature_map(num_dims + 1, batch_shape, **map_arguments)
+
+    @classmethod
+    def check_feature_map(cls, feature_map: FeatureMapBase, num_dims: int | None, map_arguments: dict) -> None:
+        super().check_feature_map(feature_map, num_dims, map_arguments)
+        if feature_map.bias != 0:
+            raise ValueError(_BIAS_REFUSAL)
+
+    @classmethod
+    def map_num_dims(cls, feature_map: FeatureMapBase) -> int:
+        """:math:`d`: the sketch reads :math:`d + 1` inputs."""
+        return feature_map.input_dim - 1
 
     @property
     def degree(self) -> int:
@@ -104,7 +122,9 @@ class OffsetPolynomialSketchKernel(RandomFeatureKernel):
 
     def exact(self) -> Kernel:
         """GPyTorch's ``PolynomialKernel`` sharing this kernel's offset parameter and constraint."""
-        exact = PolynomialKernel(self.degree, batch_shape=self.batch_shape, active_dims=self.active_dims)
+        exact = exact_target("offset_polynomial").build(
+            power=self.degree, batch_shape=self.batch_shape, active_dims=self.active_dims
+        )
         exact.raw_offset = self.raw_offset
         exact.register_constraint("raw_offset", self.raw_offset_constraint)
         return exact.to(self.raw_offset)

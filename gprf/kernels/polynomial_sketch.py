@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import torch
 from gpytorch.kernels import Kernel
 
 from gprf.features import PolynomialSketch
-from gprf.kernels.dot_product import ScaledPolynomialKernel
-from gprf.kernels.feature_map_owner import resolve_num_dims
+from gprf.kernels.exact.targets import exact_target
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 
 
@@ -26,50 +24,25 @@ class PolynomialSketchKernel(RandomFeatureKernel):
     Args:
         num_features: Number ``D`` of sketch features (complex features for ``complex=True``).
         num_dims: Input dimension (defaults to ``ard_num_dims`` or ``len(active_dims)``).
-        degree: Polynomial degree :math:`p \ge 0`.
-        sketch: ``"gaussian"``, ``"rademacher"``, ``"srht"`` or ``"tensorsketch"``.
-        complex: Complex sketch (real-part kernel).
-        bias: :math:`c \ge 0` (a constant: with ``ScaleKernel`` and the lengthscale any :math:`c > 0` spans the
-            same kernels, see :class:`~gprf.kernels.ScaledPolynomialKernel`).
-        seed: Seed of the draws.
-        kwargs: ``posterior="real_kernel"|"complex"`` (see :class:`~gprf.kernels.RandomFeatureKernel`) and
-            GPyTorch ``Kernel`` arguments (``ard_num_dims``, ``batch_shape``, priors, ...).
+        feature_map: A built :class:`~gprf.features.PolynomialSketch` instead of its arguments.
+        kwargs: The arguments of :class:`~gprf.features.PolynomialSketch` — ``degree`` :math:`p \ge 0` (default 2),
+            ``sketch`` (``"gaussian"``, ``"rademacher"``, ``"srht"``, ``"tensorsketch"``), ``complex`` (the
+            real-part kernel), ``bias`` :math:`c \ge 0` (a constant: with ``ScaleKernel`` and the lengthscale any
+            :math:`c > 0` spans the same kernels, see :class:`~gprf.kernels.exact.ScaledPolynomialKernel`),
+            ``seed`` — then ``posterior="real_kernel"|"complex"`` (see :class:`~gprf.kernels.RandomFeatureKernel`)
+            and GPyTorch ``Kernel`` arguments (``ard_num_dims``, ``batch_shape``, priors, ...).
 
     Example:
         >>> covar_module = ScaleKernel(PolynomialSketchKernel(512, num_dims=8, degree=3, sketch="srht", complex=True))
     """
 
-    def __init__(
-        self,
-        num_features: int,
-        num_dims: int | None = None,
-        degree: int = 2,
-        sketch: str = "gaussian",
-        complex: bool = False,
-        bias: float = 0.0,
-        seed: int | None = None,
-        **kwargs,
-    ) -> None:
-        num_dims = resolve_num_dims(
-            num_dims, kwargs.get("ard_num_dims"), kwargs.get("active_dims"), "PolynomialSketchKernel"
-        )
-        feature_map = PolynomialSketch(
-            num_dims,
-            num_features,
-            degree,
-            sketch=sketch,
-            complex=complex,
-            bias=bias,
-            batch_shape=kwargs.get("batch_shape", torch.Size()),
-            seed=seed,
-        )
-        super().__init__(feature_map, **kwargs)
+    feature_map_class = PolynomialSketch
 
     def exact(self) -> Kernel:
-        """:class:`~gprf.kernels.ScaledPolynomialKernel` sharing this kernel's lengthscale parameter."""
+        """:class:`~gprf.kernels.exact.ScaledPolynomialKernel` sharing this kernel's lengthscale parameter."""
         feature_map = self.feature_map
-        exact = ScaledPolynomialKernel(
-            feature_map.degree,
+        exact = exact_target("polynomial").build(
+            degree=feature_map.degree,
             bias=feature_map.bias,
             ard_num_dims=self.ard_num_dims,
             batch_shape=self.batch_shape,

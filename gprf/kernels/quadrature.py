@@ -7,10 +7,10 @@ Approximation.* Advances in Neural Information Processing Systems (NeurIPS), 201
 from __future__ import annotations
 
 import torch
-from gpytorch.kernels import Kernel, RBFKernel
+from gpytorch.kernels import Kernel
 
-from gprf.features import QuadratureFeatures
-from gprf.kernels.feature_map_owner import resolve_num_dims
+from gprf.features import FeatureMapBase, QuadratureFeatures
+from gprf.kernels.exact.targets import exact_target
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 
 
@@ -30,34 +30,39 @@ class QuadratureKernel(RandomFeatureKernel):
     Args:
         num_rules: Number of SR(3,3) rules ``n >= 1``.
         num_dims: Input dimension (defaults to ``ard_num_dims`` or ``len(active_dims)``).
-        rotation: ``"haar"`` (exactly unbiased) or ``"butterfly"`` (:math:`O(d\log d)`).
-        seed: Seed of the feature draws (``None``: from the global RNG).
-        kwargs: GPyTorch :class:`~gpytorch.kernels.Kernel` arguments.
+        feature_map: A built :class:`~gprf.features.QuadratureFeatures` of the ``"rbf"`` kernel instead of its
+            arguments.
+        kwargs: The arguments of :class:`~gprf.features.QuadratureFeatures` — ``rotation`` (``"haar"``, exactly
+            unbiased, or ``"butterfly"``, :math:`O(d\log d)`), ``seed`` (``None``: from the global RNG) — then
+            GPyTorch :class:`~gpytorch.kernels.Kernel` arguments.
 
     Example:
         >>> covar_module = ScaleKernel(QuadratureKernel(num_rules=4, num_dims=8, ard_num_dims=8))
     """
 
-    def __init__(
-        self, num_rules: int, num_dims: int | None = None, rotation: str = "haar", seed: int | None = None, **kwargs
-    ) -> None:
-        if "kernel" in kwargs:
+    feature_map_class = QuadratureFeatures
+
+    def __init__(self, num_rules: int | FeatureMapBase | None = None, num_dims: int | None = None, **kwargs) -> None:
+        super().__init__(num_rules, num_dims, **kwargs)
+        if self.feature_map.kernel != "rbf":
+            raise ValueError(
+                f"QuadratureKernel approximates the RBF kernel, got a feature map of {self.feature_map.kernel!r}; for "
+                "the arc-cosine kernels use ArcCosineQuadratureKernel."
+            )
+
+    @classmethod
+    def build_feature_map(cls, num_dims: int, batch_shape: torch.Size, **map_arguments) -> FeatureMapBase:
+        """The quadrature features of the RBF kernel."""
+        if "kernel" in map_arguments:
             raise TypeError(
                 "QuadratureKernel approximates the RBF kernel; for the arc-cosine kernels use "
                 "ArcCosineQuadratureKernel(num_rules, num_dims, order=0 or 1)."
             )
-        num_dims = resolve_num_dims(num_dims, kwargs.get("ard_num_dims"), kwargs.get("active_dims"), "QuadratureKernel")
-        feature_map = QuadratureFeatures(
-            num_dims,
-            num_rules,
-            kernel="rbf",
-            rotation=rotation,
-            batch_shape=kwargs.get("batch_shape", torch.Size()),
-            seed=seed,
-        )
-        super().__init__(feature_map, **kwargs)
+        return super().build_feature_map(num_dims, batch_shape, kernel="rbf", **map_arguments)
 
     def exact(self) -> Kernel:
         """A tied ``RBFKernel`` (same lengthscale parameter and constraint)."""
-        exact = RBFKernel(ard_num_dims=self.ard_num_dims, batch_shape=self.batch_shape, active_dims=self.active_dims)
+        exact = exact_target(self.feature_map.kernel).build(
+            ard_num_dims=self.ard_num_dims, batch_shape=self.batch_shape, active_dims=self.active_dims
+        )
         return self._tie_lengthscale(exact)

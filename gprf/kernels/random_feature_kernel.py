@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from gprf._checks import check_choice
-from gprf.features import FeatureMap
+from gprf.features import FeatureMapBase
 from gprf.kernels.feature_kernel import FeatureKernel
 from gprf.kernels.feature_map_owner import FeatureMapOwner
 from gprf.prediction import ComplexFeaturePredictionStrategy, FeatureSpacePredictionStrategy
@@ -34,12 +34,24 @@ class RandomFeatureKernel(FeatureMapOwner, FeatureKernel):
       App. D; :class:`~gprf.prediction.ComplexFeaturePredictionStrategy`). The marginal likelihood used for
       training is the real-part kernel's either way. For real feature maps both coincide.
 
+    Construction (see :class:`~gprf.kernels.FeatureMapOwner`): ``Kernel(feature_map=map, **kernel_kwargs)`` owns a
+    built map; a family with a :attr:`feature_map_class` also builds it from the map's arguments,
+    ``Kernel(num_features, num_dims, **map_and_kernel_kwargs)``.
+
     Reference: J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal
     of Machine Learning Research, 2024 (arXiv:2201.08712).
     """
 
-    def __init__(self, feature_map: FeatureMap, posterior: str = "real_kernel", **kwargs) -> None:
-        super().__init__(feature_map, **kwargs)
+    def __init__(
+        self,
+        num_features: int | FeatureMapBase | None = None,
+        num_dims: int | None = None,
+        *,
+        feature_map: FeatureMapBase | None = None,
+        posterior: str = "real_kernel",
+        **kwargs,
+    ) -> None:
+        super().__init__(num_features, num_dims, feature_map=feature_map, **kwargs)
         self.posterior = posterior
 
     @property

@@ -1,19 +1,17 @@
-"""Random Fourier feature kernels for RBF and Matérn kernels."""
+"""Random Fourier feature kernels for RBF, Matérn and other stationary kernels with a spectral law."""
 
 from __future__ import annotations
 
-import torch
-from gpytorch.kernels import Kernel, MaternKernel, RBFKernel
+from gpytorch.kernels import Kernel
 
 from gprf.features import RandomFourierFeatures
-from gprf.kernels.feature_map_owner import resolve_num_dims
+from gprf.kernels.exact.targets import exact_target
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
-
-_MATERN_NU = {"matern12": 0.5, "matern32": 1.5, "matern52": 2.5}
 
 
 class RandomFourierKernel(RandomFeatureKernel):
-    r"""Random Fourier feature approximation of GPyTorch's RBF or Matérn kernel.
+    r"""Random Fourier feature approximation of GPyTorch's RBF or Matérn kernel (or of any stationary target of the
+    exact-target table, :mod:`gprf.kernels.exact.targets`).
 
     .. math::
         \hat k(x, y) = \frac{1}{m}\sum_{i=1}^{m}\cos\big(w_i^\top (x - y)/\ell\big), \qquad w_i \sim p,
@@ -30,41 +28,22 @@ class RandomFourierKernel(RandomFeatureKernel):
     Args:
         num_features: Number of real features ``F`` (even).
         num_dims: Input dimension (defaults to ``ard_num_dims``, or ``len(active_dims)``).
-        kernel: ``"rbf"``, ``"matern12"``, ``"matern32"`` or ``"matern52"``.
-        sampler: ``"iid"``, ``"orthogonal"``, ``"structured"`` or ``"qmc"``.
-        seed: Seed of the feature draws (``None``: from the global RNG).
-        kwargs: GPyTorch :class:`~gpytorch.kernels.Kernel` arguments (``ard_num_dims``, ``batch_shape``,
+        feature_map: A built :class:`~gprf.features.RandomFourierFeatures` instead of its arguments.
+        kwargs: The arguments of :class:`~gprf.features.RandomFourierFeatures` — ``kernel`` (``"rbf"``,
+            ``"matern12"``, ``"matern32"``, ``"matern52"`` or a :class:`~gprf.features.StationarySpectrum`),
+            ``sampler`` (``"iid"``, ``"orthogonal"``, ``"structured"``, ``"qmc"``), ``seed`` — then ``posterior=``
+            and GPyTorch :class:`~gpytorch.kernels.Kernel` arguments (``ard_num_dims``, ``batch_shape``,
             ``active_dims``, ``lengthscale_prior``, ``lengthscale_constraint``, ...).
 
     Example:
         >>> covar_module = ScaleKernel(RandomFourierKernel(num_features=512, num_dims=8, ard_num_dims=8))
     """
 
-    def __init__(
-        self,
-        num_features: int,
-        num_dims: int | None = None,
-        kernel: str = "rbf",
-        sampler: str = "iid",
-        seed: int | None = None,
-        **kwargs,
-    ) -> None:
-        num_dims = resolve_num_dims(
-            num_dims, kwargs.get("ard_num_dims"), kwargs.get("active_dims"), "RandomFourierKernel"
-        )
-        feature_map = RandomFourierFeatures(
-            num_dims,
-            num_features,
-            kernel=kernel,
-            sampler=sampler,
-            batch_shape=kwargs.get("batch_shape", torch.Size()),
-            seed=seed,
-        )
-        super().__init__(feature_map, **kwargs)
+    feature_map_class = RandomFourierFeatures
 
     def exact(self) -> Kernel:
-        """GPyTorch's ``RBFKernel``/``MaternKernel`` sharing this kernel's lengthscale parameter and constraint."""
-        kwargs = dict(ard_num_dims=self.ard_num_dims, batch_shape=self.batch_shape, active_dims=self.active_dims)
-        name = self.feature_map.kernel
-        exact = RBFKernel(**kwargs) if name == "rbf" else MaternKernel(nu=_MATERN_NU[name], **kwargs)
+        """The map's stationary target (GPyTorch's ``RBFKernel``/``MaternKernel`` for the built-in ones) sharing this
+        kernel's lengthscale parameter and constraint."""
+        target = exact_target(self.feature_map.kernel)
+        exact = target.build(ard_num_dims=self.ard_num_dims, batch_shape=self.batch_shape, active_dims=self.active_dims)
         return self._tie_lengthscale(exact)

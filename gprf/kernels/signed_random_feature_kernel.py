@@ -6,16 +6,20 @@ Indefinite Kernels.* International Joint Conference on Neural Networks (IJCNN), 
 
 from __future__ import annotations
 
-import torch
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
-from gprf.features import DeltaGaussianSpectrum, SignedRadialSpectrum, SignedRandomFeatures, SphericalPolynomialSpectrum
-from gprf.kernels.delta_gaussian import DeltaGaussianKernel
-from gprf.kernels.feature_map_owner import FeatureMapOwner, resolve_num_dims
+from gprf.features import (
+    DeltaGaussianSpectrum,
+    FeatureMapBase,
+    SignedRadialSpectrum,
+    SignedRandomFeatures,
+    SphericalPolynomialSpectrum,
+)
+from gprf.kernels.exact.targets import exact_target
+from gprf.kernels.feature_map_owner import FeatureMapOwner
 from gprf.kernels.signed_feature_kernel import SignedFeatureKernel
 from gprf.kernels.signed_part import SignedPartKernel
-from gprf.kernels.spherical_polynomial import SphericalPolynomialKernel
 
 
 class SignedRandomFeatureKernel(FeatureMapOwner, SignedFeatureKernel):
@@ -36,37 +40,28 @@ class SignedRandomFeatureKernel(FeatureMapOwner, SignedFeatureKernel):
         spectrum: The signed spectrum (:func:`~gprf.features.delta_gaussian_spectrum`,
             :func:`~gprf.features.spherical_polynomial_spectrum`).
         num_dims: Input dimension (defaults to ``ard_num_dims``, or ``len(active_dims)``).
-        sampler: ``"iid"`` (GRFF) or ``"orthogonal"`` (GORF).
-        seed: Seed of the feature draws.
-        kwargs: GPyTorch :class:`~gpytorch.kernels.Kernel` arguments.
+        feature_map: A built :class:`~gprf.features.SignedRandomFeatures` instead of its arguments.
+        kwargs: The arguments of :class:`~gprf.features.SignedRandomFeatures` — ``sampler`` (``"iid"``: GRFF,
+            ``"orthogonal"``: GORF), ``seed`` — then GPyTorch :class:`~gpytorch.kernels.Kernel` arguments.
 
     Example:
         >>> spectrum = gprf.features.delta_gaussian_spectrum([1.0, -1.0], [1.0, 10.0])
         >>> covar_module = SignedRandomFeatureKernel(64, spectrum, num_dims=64, sampler="orthogonal")
     """
 
+    feature_map_class = SignedRandomFeatures
+
     def __init__(
         self,
-        num_features: int,
-        spectrum: SignedRadialSpectrum,
+        num_features: int | FeatureMapBase | None = None,
+        spectrum: SignedRadialSpectrum | None = None,
         num_dims: int | None = None,
-        sampler: str = "iid",
-        seed: int | None = None,
         **kwargs,
     ) -> None:
-        num_dims = resolve_num_dims(
-            num_dims, kwargs.get("ard_num_dims"), kwargs.get("active_dims"), type(self).__name__
-        )
-        feature_map = SignedRandomFeatures(
-            num_dims,
-            num_features,
-            spectrum,
-            sampler=sampler,
-            batch_shape=kwargs.get("batch_shape", torch.Size()),
-            seed=seed,
-        )
-        super().__init__(feature_map, **kwargs)
-        if spectrum.on_sphere:
+        if spectrum is not None:
+            kwargs["spectrum"] = spectrum
+        super().__init__(num_features, num_dims, **kwargs)
+        if self.spectrum.on_sphere:
             self.lengthscale = 1.0
             self.raw_lengthscale.requires_grad_(False)
 
@@ -93,14 +88,16 @@ class SignedRandomFeatureKernel(FeatureMapOwner, SignedFeatureKernel):
         return SignedPartKernel(self, part)
 
     def exact(self) -> Kernel:
-        """:class:`DeltaGaussianKernel` or :class:`SphericalPolynomialKernel`, sharing the lengthscale."""
+        """:class:`~gprf.kernels.exact.DeltaGaussianKernel` or :class:`~gprf.kernels.exact.SphericalPolynomialKernel`,
+        sharing the lengthscale."""
         spectrum = self.spectrum
         if isinstance(spectrum, SphericalPolynomialSpectrum):
-            return SphericalPolynomialKernel(spectrum.a, spectrum.degree).to(self.raw_lengthscale)
+            exact = exact_target("spherical_polynomial").build(a=spectrum.a, degree=spectrum.degree)
+            return exact.to(self.raw_lengthscale)
         if isinstance(spectrum, DeltaGaussianSpectrum):
-            exact = DeltaGaussianKernel(
-                spectrum.weights.tolist(),
-                spectrum.lengthscales.tolist(),
+            exact = exact_target("delta_gaussian").build(
+                weights=spectrum.weights.tolist(),
+                lengthscales=spectrum.lengthscales.tolist(),
                 ard_num_dims=self.ard_num_dims,
                 batch_shape=self.batch_shape,
                 active_dims=self.active_dims,

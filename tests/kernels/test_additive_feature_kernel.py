@@ -1,18 +1,16 @@
-"""AdditiveFeatureKernel and ExactAdditiveKernel: GPyTorch's BaseKernelTestCase, the tied exact kernel (equal to
-GPyTorch's AdditiveStructureKernel at first order), Monte-Carlo mean and variance against the closed forms, a GP over
-20 input dimensions trained by the marginal likelihood against the exact additive GP, BoTorch pathwise samples
-against the model's own posterior, and construction errors."""
+"""AdditiveFeatureKernel: GPyTorch's BaseKernelTestCase, the tied exact kernel, Monte-Carlo mean and variance against
+the closed forms, a GP over 20 input dimensions trained by the marginal likelihood against the exact additive GP,
+BoTorch pathwise samples against the model's own posterior, and construction errors."""
 
 from __future__ import annotations
 
 import math
 import unittest
-import warnings
 
 import gpytorch
 import pytest
 import torch
-from gpytorch.kernels import AdditiveStructureKernel, MaternKernel, RBFKernel, ScaleKernel
+from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from gprf.kernels import AdditiveFeatureKernel, ExactAdditiveKernel, exact_expression
 from tests.conftest import DEVICES
@@ -40,32 +38,18 @@ class TestSecondOrderAdditiveFeatureKernel(TestAdditiveFeatureKernel):
         )
 
 
-class TestExactAdditiveKernel(unittest.TestCase, gpytorch.test.base_kernel_test_case.BaseKernelTestCase):
-    def create_kernel_no_ard(self, **kwargs):
-        return ExactAdditiveKernel(order=2, **kwargs)
-
-    def create_kernel_ard(self, num_dims, **kwargs):
-        return ExactAdditiveKernel(kernel="matern32", ard_num_dims=num_dims, **kwargs)
-
-
 def _x(n: int = 8, d: int = 4, seed: int = 0) -> torch.Tensor:
     return torch.randn(n, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
 
 
-@pytest.mark.parametrize("kernel", ["rbf", "matern12", "matern52"])
-def test_first_order_exact_kernel_is_gpytorchs_additive_structure_kernel(kernel):
-    gprf_kernel = AdditiveFeatureKernel(4, num_dims=4, kernel=kernel, ard_num_dims=4, seed=0).double()
-    gprf_kernel.lengthscale = torch.tensor([[0.5, 0.9, 1.3, 2.0]], dtype=torch.float64)
+@pytest.mark.parametrize("order", [1, 2])
+def test_the_exact_kernel_is_the_additive_target_tied_to_this_kernel(order):
+    gprf_kernel = AdditiveFeatureKernel(4, num_dims=3, kernel="matern52", order=order, ard_num_dims=3, seed=0).double()
     exact = gprf_kernel.exact()
+    assert isinstance(exact, ExactAdditiveKernel) and (exact.kernel, exact.order) == ("matern52", order)
     assert exact.raw_lengthscale is gprf_kernel.raw_lengthscale
-    base = RBFKernel(ard_num_dims=4) if kernel == "rbf" else MaternKernel(nu=float(kernel[-2]) / 2, ard_num_dims=4)
-    base.lengthscale = gprf_kernel.lengthscale.detach()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # GPyTorch deprecates the class and last_dim_is_batch
-        reference = AdditiveStructureKernel(base.double(), num_dims=4)
-        x, y = _x(), _x(5, seed=1)
-        torch.testing.assert_close(exact(x, y).to_dense(), reference(x, y).to_dense())
-        torch.testing.assert_close(exact(x, diag=True), reference(x, diag=True))
+    x = _x(d=3)
+    torch.testing.assert_close(gprf_kernel.expected_kernel(x, x.flip(0)), exact(x, x.flip(0), diag=True))
 
 
 def test_second_order_exact_kernel_sums_pairwise_products_and_ties_tau():
@@ -159,10 +143,6 @@ def test_bad_input_errors():
         AdditiveFeatureKernel(8)
     with pytest.raises(ValueError, match="ard_num_dims=3 does not match num_dims=4"):
         AdditiveFeatureKernel(8, num_dims=4, ard_num_dims=3)
-    with pytest.raises(ValueError, match="order must be 1 or 2"):
-        ExactAdditiveKernel(order=0)
-    with pytest.raises(ValueError, match="'rbf'"):
-        ExactAdditiveKernel(kernel="cosine")
     with pytest.raises(ValueError, match="num_dims=3"):
         AdditiveFeatureKernel(8, num_dims=2)(_x(d=3)).to_dense()
     with pytest.raises(ValueError, match="features_per_pair=4 sizes the pairwise interactions.*pass order=2"):

@@ -1,4 +1,4 @@
-"""CompositionalKernel (exact) and CompositionalRandomFeatureKernel: contract, tied exact kernel, GP training."""
+"""CompositionalRandomFeatureKernel: contract, tied exact kernel, construction errors, GP training."""
 
 from __future__ import annotations
 
@@ -28,16 +28,6 @@ class TestCompositionalRandomFeatureKernel(RandomFeatureKernelTestCase, unittest
 
     def create_kernel_ard(self, num_dims, **kwargs):
         return CompositionalRandomFeatureKernel(_skeleton(num_dims), 32, seed=SEED, ard_num_dims=num_dims, **kwargs)
-
-
-class TestCompositionalKernel(RandomFeatureKernelTestCase, unittest.TestCase):
-    def create_kernel_no_ard(self, **kwargs):
-        return CompositionalKernel(
-            Skeleton.convolutional(num_dims_of(kwargs, 2), 2, 1, 1, "relu", base_kernel="gaussian"), **kwargs
-        )
-
-    def create_kernel_ard(self, num_dims, **kwargs):
-        return CompositionalKernel(_skeleton(num_dims), ard_num_dims=num_dims, **kwargs)
 
 
 @pytest.fixture
@@ -82,11 +72,9 @@ def test_bad_input():
     with pytest.raises(ValueError, match="ard_num_dims=3 does not match num_dims=4"):
         CompositionalRandomFeatureKernel(skeleton, 16, ard_num_dims=3)
     with pytest.raises(ValueError, match="active_dims selects 2 columns but the skeleton reads 4"):
-        CompositionalKernel(skeleton, active_dims=[0, 1])
+        CompositionalRandomFeatureKernel(skeleton, 16, active_dims=[0, 1])
     with pytest.raises(TypeError, match="Skeleton"):
         CompositionalRandomFeatureKernel(4, 16)
-    with pytest.raises(ValueError, match=r"\(\.\.\., n, 4\)"):
-        CompositionalKernel(skeleton)(torch.zeros(3, 5)).to_dense()
 
 
 def test_gp_training_and_prediction():

@@ -1,6 +1,7 @@
-"""gprf.kernels.feature_map_owner: what kernels owning a random feature map share — the input dimension they are
-built for, inputs divided by a positive lengthscale (or not, for scale-free targets), shared feature draws, batch
-indexing and expansion that keep the draws aligned, and the device and dtype of kernels without a lengthscale."""
+"""gprf.kernels.feature_map_owner: what kernels owning a random feature map share — construction from a built map or
+from the map's own arguments (the same kernel either way, for every family), the input dimension they are built for,
+inputs divided by a positive lengthscale (or not, for scale-free targets), shared feature draws, batch indexing and
+expansion that keep the draws aligned, and the device and dtype of kernels without a lengthscale."""
 
 from __future__ import annotations
 
@@ -11,9 +12,30 @@ import pytest
 import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
-from gprf.features import RandomFourierFeatures
-from gprf.kernels import ArcCosineQuadratureKernel, RandomFeatureKernel, RandomFourierKernel
-from gprf.kernels.feature_map_owner import resolve_num_dims
+from gprf.features import (
+    AdditiveFourierFeatures,
+    CompositionalFeatures,
+    MaclaurinFeatures,
+    PolynomialSketch,
+    QuadratureFeatures,
+    RandomFourierFeatures,
+    SignedRandomFeatures,
+    Skeleton,
+)
+from gprf.kernels import (
+    AdditiveFeatureKernel,
+    ArcCosineQuadratureKernel,
+    CompositionalRandomFeatureKernel,
+    LocalizedMaclaurinKernel,
+    MaclaurinKernel,
+    OffsetPolynomialSketchKernel,
+    PolynomialSketchKernel,
+    QuadratureKernel,
+    RandomFeatureKernel,
+    RandomFourierKernel,
+    SignedRandomFeatureKernel,
+)
+from tests.kernels.conftest import SPECTRUM
 
 
 @pytest.fixture
@@ -48,15 +70,7 @@ def test_share_features_uses_one_draw_for_every_batch_member():
     assert kernel.feature_map.frequencies.shape == first_member_draws.shape
 
 
-def test_num_dims_is_resolved_from_the_arguments_or_refused():
-    assert resolve_num_dims(4, None, None, "K") == 4
-    assert resolve_num_dims(None, 3, None, "K") == 3
-    assert resolve_num_dims(None, None, [0, 2], "K") == 2
-    assert resolve_num_dims(5, 1, None, "K") == 5  # an isotropic lengthscale fits any dimension
-    with pytest.raises(ValueError, match=r"K needs the input dimension .*num_dims=d"):
-        resolve_num_dims(None, None, None, "K")
-    with pytest.raises(ValueError, match=r"K: ard_num_dims=2 does not match num_dims=3"):
-        resolve_num_dims(3, 2, None, "K")
+def test_kernels_resolve_their_input_dimension_or_refuse():
     with pytest.raises(ValueError, match="RandomFourierKernel needs the input dimension"):
         RandomFourierKernel(64)
     with pytest.raises(ValueError, match="ard_num_dims"):
@@ -103,6 +117,125 @@ def test_a_map_with_another_batch_shape_is_refused():
     # Without batch dimensions the map is shared by every batch member.
     shared = _MapKernel(RandomFourierFeatures(3, 8, seed=0), batch_shape=torch.Size([3]))
     assert shared.num_features == 8 and shared.feature_map.batch_shape == torch.Size()
+
+
+# ---------------------------------------------------------------------------------------- construction
+def _families():
+    """(name, kernel from the map's arguments, the same kernel around the built map) for every family."""
+    skeleton = Skeleton.fully_connected(3, 2, "relu")
+    return {
+        "fourier": (
+            lambda: RandomFourierKernel(16, 3, kernel="matern32", sampler="orthogonal", seed=0, ard_num_dims=3),
+            lambda: RandomFourierKernel(
+                feature_map=RandomFourierFeatures(3, 16, kernel="matern32", sampler="orthogonal", seed=0),
+                ard_num_dims=3,
+            ),
+        ),
+        "maclaurin": (
+            lambda: MaclaurinKernel(16, 3, kernel="exponential", allocation="random", seed=0),
+            lambda: MaclaurinKernel(MaclaurinFeatures(3, 16, kernel="exponential", allocation="random", seed=0)),
+        ),
+        "localized": (
+            lambda: LocalizedMaclaurinKernel(16, 3, max_degree=4, seed=0),
+            lambda: LocalizedMaclaurinKernel(
+                feature_map=MaclaurinFeatures(3, 16, kernel="gaussian", max_degree=4, seed=0)
+            ),
+        ),
+        "sketch": (
+            lambda: PolynomialSketchKernel(8, 3, degree=3, sketch="srht", seed=0),
+            lambda: PolynomialSketchKernel(feature_map=PolynomialSketch(3, 8, 3, sketch="srht", seed=0)),
+        ),
+        "offset": (
+            lambda: OffsetPolynomialSketchKernel(8, 3, seed=0),
+            lambda: OffsetPolynomialSketchKernel(feature_map=PolynomialSketch(4, 8, seed=0)),
+        ),
+        "quadrature": (
+            lambda: QuadratureKernel(2, 3, rotation="butterfly", seed=0),
+            lambda: QuadratureKernel(feature_map=QuadratureFeatures(3, 2, kernel="rbf", rotation="butterfly", seed=0)),
+        ),
+        "arc_cosine": (
+            lambda: ArcCosineQuadratureKernel(2, 3, order=0, seed=0),
+            lambda: ArcCosineQuadratureKernel(feature_map=QuadratureFeatures(3, 2, kernel="arccos0", seed=0)),
+        ),
+        "compositional": (
+            lambda: CompositionalRandomFeatureKernel(skeleton, 16, deduplicate=False, seed=0),
+            lambda: CompositionalRandomFeatureKernel(
+                feature_map=CompositionalFeatures(skeleton, 16, deduplicate=False, seed=0)
+            ),
+        ),
+        "signed": (
+            lambda: SignedRandomFeatureKernel(8, SPECTRUM, num_dims=3, sampler="orthogonal", seed=0),
+            lambda: SignedRandomFeatureKernel(feature_map=SignedRandomFeatures(3, 8, SPECTRUM, "orthogonal", seed=0)),
+        ),
+        "additive": (
+            lambda: AdditiveFeatureKernel(4, 3, order=2, seed=0),
+            lambda: AdditiveFeatureKernel(feature_map=AdditiveFourierFeatures(3, 4, order=2, seed=0)),
+        ),
+    }
+
+
+@pytest.mark.parametrize("family", list(_families()))
+def test_the_map_arguments_build_the_map_the_kernel_could_be_given(family, x64):
+    from_arguments, from_map = (build().double() for build in _families()[family])
+    assert type(from_arguments.feature_map) is type(from_map.feature_map)
+    x = x64[:8]
+    torch.testing.assert_close(from_arguments(x).to_dense(), from_map(x).to_dense(), rtol=0, atol=0)
+    assert type(from_arguments.exact()) is type(from_map.exact())
+    assert from_map.map_num_dims(from_map.feature_map) == 3
+
+
+class _ShiftedFourierFeatures(RandomFourierFeatures):
+    """A map that gained an argument; the others reach its base class through ``**kwargs``."""
+
+    def __init__(self, input_dim, num_features, shift=0.0, **kwargs):
+        super().__init__(input_dim, num_features, **kwargs)
+        self.shift = shift
+
+
+class _ShiftedFourierKernel(RandomFourierKernel):
+    feature_map_class = _ShiftedFourierFeatures
+
+
+def test_an_argument_added_to_a_map_is_an_argument_of_its_kernel():
+    kernel = _ShiftedFourierKernel(8, 2, shift=0.5, kernel="matern12", sampler="orthogonal", seed=3, ard_num_dims=2)
+    feature_map = kernel.feature_map
+    assert type(feature_map) is _ShiftedFourierFeatures and feature_map.shift == 0.5
+    assert (feature_map.kernel, feature_map.sampler, feature_map.seed) == ("matern12", "orthogonal", 3)
+    assert kernel.ard_num_dims == 2 and kernel.lengthscale.shape == (1, 2)
+
+
+def test_a_built_map_is_checked_against_the_kernel():
+    feature_map = RandomFourierFeatures(3, 8, seed=0)
+    with pytest.raises(TypeError, match="got feature_map= and the map arguments seed"):
+        RandomFourierKernel(feature_map=feature_map, seed=1)
+    with pytest.raises(TypeError, match="got feature_map= and the map arguments num_features"):
+        RandomFourierKernel(16, feature_map=feature_map)
+    with pytest.raises(TypeError, match="got two feature maps"):
+        RandomFourierKernel(feature_map, feature_map=feature_map)
+    with pytest.raises(
+        TypeError, match="RandomFourierKernel needs a RandomFourierFeatures feature map, got Polynomial"
+    ):
+        RandomFourierKernel(feature_map=PolynomialSketch(3, 8, seed=0))
+    with pytest.raises(ValueError, match=r"num_dims=2 does not match the feature map's input dimension \(3\)"):
+        RandomFourierKernel(feature_map=feature_map, num_dims=2)
+    with pytest.raises(ValueError, match="ard_num_dims=2 does not match num_dims=3"):
+        RandomFourierKernel(feature_map=feature_map, ard_num_dims=2)
+    with pytest.raises(TypeError, match=r"got unexpected arguments sampeler: it takes the arguments of RandomFourier"):
+        RandomFourierKernel(8, 3, sampeler="qmc")
+    with pytest.raises(TypeError, match="_MapKernel takes a built map: pass feature_map="):
+        _MapKernel(8, 3)
+    with pytest.raises(ValueError, match="QuadratureKernel approximates the RBF kernel, got .*'arccos1'"):
+        QuadratureKernel(feature_map=QuadratureFeatures(3, 1, kernel="arccos1", seed=0))
+    with pytest.raises(TypeError, match="QuadratureKernel approximates the RBF kernel"):
+        QuadratureKernel(1, 3, kernel="arccos1")
+    with pytest.raises(ValueError, match="ArcCosineQuadratureKernel approximates the arc-cosine kernels, got .*'rbf'"):
+        ArcCosineQuadratureKernel(feature_map=QuadratureFeatures(3, 1, kernel="rbf", seed=0))
+    with pytest.raises(ValueError, match="its sketch takes no bias"):
+        OffsetPolynomialSketchKernel(feature_map=PolynomialSketch(4, 8, bias=1.0, seed=0))
+    with pytest.raises(TypeError, match="its sketch takes no bias"):
+        OffsetPolynomialSketchKernel(8, 3, bias=1.0)
+    with pytest.raises(ValueError, match="the 'exponential' kernel is not shift invariant"):
+        LocalizedMaclaurinKernel(feature_map=MaclaurinFeatures(3, 16, seed=0))
 
 
 def test_device_and_dtype_without_a_lengthscale_come_from_the_draws():

@@ -11,6 +11,13 @@ from gprf.features.quadrature import arccos_kernel
 LENGTHSCALE_KWARGS = ("ard_num_dims", "lengthscale_prior", "lengthscale_constraint")
 
 
+def check_order(order: object, owner: str) -> int:
+    """``order`` if it is 0 or 1 (the arc-cosine kernels with closed forms), else a ``ValueError`` naming ``owner``."""
+    if isinstance(order, bool) or order not in (0, 1):
+        raise ValueError(f"order must be 0 or 1 for {owner}, got {order!r}.")
+    return order
+
+
 def scale_free_error(order: int, what: str) -> ValueError:
     return ValueError(
         f"The arc-cosine kernel of order {order} is scale-free and has no lengthscale ({what}): k0(x/l, y/l) = "
@@ -42,8 +49,7 @@ class ArcCosineKernel(Kernel):
     has_lengthscale = False
 
     def __init__(self, order: int = 1, **kwargs) -> None:
-        if isinstance(order, bool) or order not in (0, 1):
-            raise ValueError(f"order must be 0 or 1 for ArcCosineKernel, got {order!r}.")
+        check_order(order, "ArcCosineKernel")
         for name in LENGTHSCALE_KWARGS:
             if kwargs.get(name) is not None:
                 raise scale_free_error(order, f"got {name}=")

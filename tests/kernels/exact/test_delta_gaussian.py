@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gprf.exceptions import IndefiniteKernelError
-from gprf.kernels import DeltaGaussianKernel
+from gprf.kernels.exact import DeltaGaussianKernel
 from gprf.linalg import IndefiniteDenseLinearOperator
 from gprf.prediction import krein_ridge_mean
 from tests.prediction.conftest import make_data

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gprf.kernels import SphericalPolynomialKernel
+from gprf.kernels.exact import SphericalPolynomialKernel
 from gprf.linalg import IndefiniteDenseLinearOperator
 from gprf.settings import validate_inputs
 

@@ -1,4 +1,4 @@
-"""gprf.kernels.dot_product: the exact dot-product kernels with a lengthscale (scaled polynomial, exponential) —
+"""gprf.kernels.exact.dot_product: the exact dot-product kernels with a lengthscale (scaled polynomial, exponential) —
 GPyTorch's BaseKernelTestCase and their formulas, and how the exponential one builds the RBF kernel."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import gpytorch
 import pytest
 import torch
 
-from gprf.kernels import DotProductKernel, ExponentialDotProductKernel, ScaledPolynomialKernel
+from gprf.kernels.exact import DotProductKernel, ExponentialDotProductKernel, ScaledPolynomialKernel
 
 
 class TestScaledPolynomialKernel(unittest.TestCase, gpytorch.test.base_kernel_test_case.BaseKernelTestCase):

@@ -10,7 +10,7 @@ import gpytorch
 import pytest
 import torch
 
-from gprf.kernels import ArcCosineKernel
+from gprf.kernels.exact import ArcCosineKernel
 from tests.kernels.conftest import RandomFeatureKernelTestCase
 
 
