@@ -53,7 +53,9 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
         recentred_features: Callable[[Tensor, Tensor], Tensor] | None = None,
         versions: tuple[int, ...] = (),
     ) -> None:
-        if outputscale is not None:
+        if outputscale is not None and outputscale.shape != features.shape[:-2]:
+            # Only when needed: linear_operator rebuilds the operator from its (already expanded) representation
+            # inside backward passes, where a new view would not require gradients and drop the amplitude's.
             outputscale = outputscale.expand(features.shape[:-2])
         # LinearOperator's constructor records these arguments, which is how linear_operator rebuilds the
         # operator (representation trees, clone, to, detach); the parent's would record the root instead.
@@ -145,6 +147,11 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
             return LowRankRootLinearOperator(rows)
         columns = self.root._getitem(col_index, slice(None), *batch_indices)
         return MatmulLinearOperator(rows, columns.mT)
+
+    def _prod_batch(self, dim: int) -> LinearOperator:
+        # The elementwise product over a batch dimension, formed densely: linear_operator's default multiplies root
+        # decompositions and pads an odd count with a constant root that is the all-ones matrix only for N columns.
+        return DenseLinearOperator(self.to_dense().prod(dim))
 
     # ------------------------------------------------------------------ exact for any sign of the amplitude
     def _scale(self, tensor: Tensor, trailing: int) -> Tensor:

@@ -21,8 +21,12 @@ class SignedRootLinearOperator(IndefiniteGuard, LinearOperator):
 
     def __init__(self, left: Tensor, right: Tensor, signature: Tensor) -> None:
         batch_shape = torch.broadcast_shapes(left.shape[:-2], right.shape[:-2])
-        left = left.expand(*batch_shape, *left.shape[-2:])
-        right = right.expand(*batch_shape, *right.shape[-2:])
+        # Only when needed: linear_operator rebuilds the operator from its (already expanded) representation
+        # inside backward passes, where a new view would not require gradients and drop the roots'.
+        if left.shape[:-2] != batch_shape:
+            left = left.expand(*batch_shape, *left.shape[-2:])
+        if right.shape[:-2] != batch_shape:
+            right = right.expand(*batch_shape, *right.shape[-2:])
         super().__init__(left, right, signature)
         self.left, self.right, self.signature = left, right, signature
 
