@@ -19,6 +19,7 @@ from torch import Tensor
 from gprf.linalg.feature_root import FeatureRoot
 from gprf.linalg.feature_root_added_diag_operator import FeatureRootAddedDiagLinearOperator
 from gprf.linalg.lazy_features import LazyFeatures
+from gprf.settings import factor_dtype
 
 
 class FeatureRootLinearOperator(LowRankRootLinearOperator):
@@ -147,6 +148,27 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
             return LowRankRootLinearOperator(rows)
         columns = self.root._getitem(col_index, slice(None), *batch_indices)
         return MatmulLinearOperator(rows, columns.mT)
+
+    def _amplitude_sign(self) -> Tensor:
+        """The sign of :math:`s` ``(*batch, 1)`` (+1 without an amplitude, and for :math:`s = 0`)."""
+        if self.outputscale is None:
+            return self.source.new_ones(*self.batch_shape, 1)
+        return torch.where(self.outputscale < 0, -1.0, 1.0).to(self.source.dtype).unsqueeze(-1)
+
+    def _symeig(self, eigenvectors: bool = False, return_evals_as_lazy: bool | None = False):
+        # The eigenvalues of s R R^T have the sign of s: the rounding noise of its zero eigenvalues is clipped to zero
+        # from the other side (linear_operator's default clips negative ones, all of a negated covariance's).
+        evals, evecs = torch.linalg.eigh(self.to_dense().to(factor_dtype.value()))
+        sign = self._amplitude_sign()
+        evals = (evals * sign).clamp_min(0).to(self.dtype) * sign
+        return evals, DenseLinearOperator(evecs.to(self.dtype)) if eigenvectors else None
+
+    def _svd(self) -> tuple[LinearOperator, Tensor, LinearOperator]:
+        # U = V sign(s) and S = |eigenvalues|: linear_operator's default signs each eigenvalue, dropping the column of a
+        # zero one and flipping those of rounding noise, and AddedDiagLinearOperator adds a constant noise to S with
+        # this U (a negative sign there would subtract it).
+        evals, evecs = self._symeig(eigenvectors=True)
+        return evecs * self._amplitude_sign().unsqueeze(-2), evals.abs(), evecs
 
     def _prod_batch(self, dim: int) -> LinearOperator:
         # The elementwise product over a batch dimension, formed densely: linear_operator's default multiplies root

@@ -6,6 +6,7 @@ import torch
 from linear_operator.operators import DenseLinearOperator, DiagLinearOperator, LinearOperator
 from torch import Tensor
 
+from gprf.linalg.indefinite_dense_operator import IndefiniteDenseLinearOperator
 from gprf.linalg.indefinite_guard import IndefiniteGuard, diagonal_operator
 from gprf.linalg.signed_root_added_diag_operator import SignedRootAddedDiagLinearOperator
 
@@ -68,6 +69,11 @@ class SignedRootLinearOperator(IndefiniteGuard, LinearOperator):
         left = self.left[(*batch_indices, row_index)]
         right = self.right[(*batch_indices, col_index)]
         return (left * right * self.signature).sum(-1)
+
+    def _prod_batch(self, dim: int) -> IndefiniteDenseLinearOperator:
+        # The elementwise product over a batch dimension, formed densely and still guarded: linear_operator's default
+        # multiplies root decompositions, which an indefinite matrix has none of.
+        return IndefiniteDenseLinearOperator(self.to_dense().prod(dim))
 
     def _mul_constant(self, other: Tensor) -> SignedRootLinearOperator:
         constant = torch.as_tensor(other, dtype=self.left.dtype, device=self.left.device)

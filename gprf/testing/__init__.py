@@ -31,7 +31,11 @@ from gprf.testing.feature_maps import (
 )
 from gprf.testing.fixtures import DEVICES, DTYPES, SEED, default_dtype, requires_cuda
 from gprf.testing.kernels import FeatureKernelTestCase, InputDimKernelTestCase, num_dims_of
-from gprf.testing.linear_operators import IndefiniteAddedDiagLinearOperatorTestCase, IndefiniteLinearOperatorTestCase
+from gprf.testing.linear_operators import (
+    IndefiniteAddedDiagLinearOperatorTestCase,
+    IndefiniteLinearOperatorTestCase,
+    indefinite_factors,
+)
 from gprf.testing.models import ExactGPModel, regression_data, train_by_mll
 from gprf.testing.statistics import assert_unbiased, diagonal_draws, mean_z_scores, z_bound
 
@@ -52,6 +56,7 @@ __all__ = [
     "check_resample",
     "default_dtype",
     "diagonal_draws",
+    "indefinite_factors",
     "kernel_estimate",
     "mean_z_scores",
     "num_dims_of",

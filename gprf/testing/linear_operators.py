@@ -36,6 +36,16 @@ _SQRT_INV = "sqrt_inv_matmul"
 _SOLVE_ALONE = "Solving with the kernel matrix alone"
 
 
+def indefinite_factors(batch_shape=()) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""``(Q, lambda)``: a random orthonormal basis ``(*batch_shape, 5, 5)`` (from torch's global RNG, which the case's
+    ``seed`` seeds) and the eigenvalues :math:`(-2, -1, 1.5, 3, 4)`. :math:`Q\,\mathrm{diag}(\lambda)\,Q^\top` is
+    indefinite yet well conditioned, and stays so plus a noise of 0.5 (eigenvalues :math:`-1.5, \dots, 4.5`), so the
+    checks' float32 solves stay accurate; ``Q * lambda.abs().sqrt()`` with signature ``lambda.sign()`` are its signed
+    roots."""
+    basis = torch.linalg.qr(torch.randn(*batch_shape, 5, 5)).Q
+    return basis, torch.tensor([-2.0, -1.0, 1.5, 3.0, 4.0])
+
+
 def _refused(match: str):
     """``pytest.raises`` for the indefinite-kernel error of the operation ``match`` names."""
     return pytest.raises(IndefiniteKernelError, match=match)
@@ -129,6 +139,35 @@ class IndefiniteLinearOperatorTestCase(LinearOperatorTestCase):
         new_point = torch.rand(*linear_op.shape[:-2], 1, 1)
         with _refused(_ROOT):
             linear_op.cat_rows(new_rows, new_point)
+
+    def test_prod(self):
+        """linear_operator's check, and the product over a batch dimension (an indefinite matrix in general) still
+        refuses PSD operations."""
+        super().test_prod()
+        linear_op = self.create_linear_op()
+        if linear_op.dim() > 2:
+            with _refused(_CHOLESKY):
+                torch.linalg.cholesky(torch.prod(linear_op, -3))
+
+    def test_structure_preserving_operations_keep_the_guard(self):
+        """Transposes, batch reshaping, square slices and scaling give operators that still refuse PSD operations
+        (a plain linear_operator result would take a Cholesky factor of an indefinite matrix)."""
+        linear_op = self.create_linear_op()
+        results = {
+            "transpose": linear_op.mT,
+            "unsqueeze": linear_op.unsqueeze(0),
+            "expand": linear_op.expand(2, *linear_op.shape),
+            "square slice": linear_op[..., 1:4, 1:4],
+            "scale": linear_op * 2.0,
+        }
+        if linear_op.dim() > 2:
+            results["batch member"] = linear_op[0]
+        if linear_op.dim() > 3:
+            results["permute"] = linear_op.permute(1, 0, -2, -1)
+        for name, result in results.items():
+            with _refused(_CHOLESKY):
+                torch.linalg.cholesky(result)
+                raise AssertionError(f"{name} lost the guard: {type(result).__name__}")
 
     def _assert_solve_refused(self, with_lhs: bool = False, vector: bool = False):
         linear_op = self.create_linear_op()

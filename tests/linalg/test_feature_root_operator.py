@@ -1,10 +1,14 @@
-"""FeatureRootLinearOperator: K = s R R^T keeps its hand-off through the operations GPyTorch applies to it."""
+"""FeatureRootLinearOperator: K = s R R^T keeps its hand-off through the operations GPyTorch applies to it, and passes
+linear_operator's LinearOperatorTestCase (of full rank) and RectangularLinearOperatorTestCase (of low rank)."""
 
 from __future__ import annotations
+
+import unittest
 
 import pytest
 import torch
 from linear_operator.operators import ConstantDiagLinearOperator, DiagLinearOperator, LowRankRootLinearOperator
+from linear_operator.test.linear_operator_test_case import LinearOperatorTestCase, RectangularLinearOperatorTestCase
 
 from gprf.exceptions import LowRankStructureWarning
 from gprf.linalg import FeatureRootAddedDiagLinearOperator, FeatureRootLinearOperator, feature_root
@@ -98,3 +102,53 @@ def test_adding_noise_gives_the_structured_operator(noise):
     jittered = added.add_diagonal(torch.tensor(0.1, dtype=torch.float64))
     assert isinstance(jittered, FeatureRootAddedDiagLinearOperator)
     torch.testing.assert_close(jittered.feature_root.noise.expand(2, 6), torch.full((2, 6), 0.4, dtype=torch.float64))
+
+
+# ---------------------------------------------------------------------------------------- linear_operator's case
+def _evaluate(linear_op) -> torch.Tensor:
+    """s R R^T from the operator's hand-off (the root and amplitude tensors themselves, so gradients reach them)."""
+    root = feature_root(linear_op)
+    return root.outputscale[..., None, None] * root.features @ root.features.mT
+
+
+class TestFeatureRootOperatorCase(LinearOperatorTestCase, unittest.TestCase):
+    """linear_operator's checks on K = s R R^T of full rank (F = 8 > N = 5 features, so solves and log-determinants
+    exist), with scaled inputs riding along as localized prediction has them."""
+
+    seed = 0
+    batch_shape = ()
+    # The root decomposition is the feature root itself: no Lanczos iteration is run.
+    should_call_lanczos = False
+
+    def create_linear_op(self):
+        features = torch.randn(*self.batch_shape, 5, 8)
+        outputscale = 0.5 + torch.rand(self.batch_shape)
+        return FeatureRootLinearOperator(features, outputscale, torch.randn(*self.batch_shape, 5, 3), versions=(4,))
+
+    def evaluate_linear_op(self, linear_op):
+        return _evaluate(linear_op)
+
+
+class TestFeatureRootOperatorCaseBatch(TestFeatureRootOperatorCase):
+    seed = 1
+    batch_shape = (3,)
+
+
+class TestFeatureRootOperatorCaseMultiBatch(TestFeatureRootOperatorCase):
+    seed = 2
+    batch_shape = (2, 3)
+
+
+class TestLowRankFeatureRootOperatorCase(RectangularLinearOperatorTestCase, unittest.TestCase):
+    """linear_operator's checks of products, indexing and batch operations on K = s R R^T of low rank (F = 2 < N = 5,
+    the usual case): singular, so the square-matrix checks that solve or factor do not apply (linear_operator tests its
+    LowRankRootLinearOperator this way too); the sum with noise runs them
+    (tests/linalg/test_feature_root_added_diag_operator.py)."""
+
+    seed = 3
+
+    def create_linear_op(self):
+        return FeatureRootLinearOperator(torch.randn(2, 3, 5, 2), 0.5 + torch.rand(2, 3))
+
+    def evaluate_linear_op(self, linear_op):
+        return _evaluate(linear_op)
