@@ -61,8 +61,8 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
         return self._diag_tensor.diagonal(dim1=-2, dim2=-1)
 
     def _root_decomposition(self) -> CatLinearOperator:
-        r"""The exact root :math:`[\sqrt s\,R,\ \Sigma^{1/2}]` ``(*batch, N, F + N)``, with :math:`O(NF)` products, where
-        linear_operator would run Lanczos (matrices larger than ``max_cholesky_size``): the Krylov space of
+        r"""The exact root :math:`[\sqrt s\,R,\ \Sigma^{1/2}]` ``(*batch, N, F + N)``, with :math:`O(NF)` products,
+        where linear_operator would run Lanczos (matrices larger than ``max_cholesky_size``): the Krylov space of
         :math:`s\,RR^\top + \sigma^2 I` has dimension :math:`F + 1`, so Lanczos would return a root of rank
         :math:`F + 1` and samples without the noise outside that space."""
         root = self.feature_root

@@ -10,11 +10,12 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 from gprf.exceptions import LowRankStructureWarning
 from gprf.kernels import RandomFourierKernel
 from gprf.linalg import FeatureRootAddedDiagLinearOperator, FeatureRootLinearOperator, feature_root
-from tests.prediction.conftest import make_data, make_model
+from gprf.testing import regression_data
+from tests.helpers.regression import make_model
 
 
 def test_lazy_scaled_and_noisy_covariances_decode_to_the_same_root():
-    x, y = make_data(n=20)
+    x, y = regression_data(n=20)
     model = make_model(x, y)
     base = model.covar_module.base_kernel
     lazy = model.covar_module(x)
@@ -33,7 +34,7 @@ def test_lazy_scaled_and_noisy_covariances_decode_to_the_same_root():
 
 
 def test_covariances_without_a_feature_root_decode_to_none():
-    x, _ = make_data(n=10)
+    x, _ = regression_data(n=10)
     assert feature_root(RBFKernel().double()(x)) is None
     assert feature_root(torch.eye(10, dtype=torch.float64)) is None
     with pytest.warns(LowRankStructureWarning, match="dense"):
@@ -42,7 +43,7 @@ def test_covariances_without_a_feature_root_decode_to_none():
 
 
 def test_versions_follow_the_draws():
-    x, _ = make_data(n=10)
+    x, _ = regression_data(n=10)
     kernel = ScaleKernel(RandomFourierKernel(16, num_dims=3, seed=0)).double()
     before = feature_root(kernel(x)).versions
     kernel.base_kernel.resample_features(torch.Generator().manual_seed(3))
@@ -50,7 +51,7 @@ def test_versions_follow_the_draws():
 
 
 def test_heteroscedastic_noise_is_read_per_row():
-    x, y = make_data(n=15)
+    x, y = regression_data(n=15)
     noise = torch.linspace(0.01, 0.2, 15, dtype=torch.float64)
     model = make_model(x, y, likelihood=gpytorch.likelihoods.FixedNoiseGaussianLikelihood(noise))
     root = feature_root(model.likelihood(model(x)).lazy_covariance_matrix)

@@ -17,7 +17,8 @@ from linear_operator.test.linear_operator_test_case import LinearOperatorTestCas
 import gprf
 from gprf.exceptions import NonFiniteTrainingDataError
 from gprf.linalg import FeatureRootAddedDiagLinearOperator, FeatureRootLinearOperator, feature_root
-from tests.prediction.conftest import make_data, make_model
+from gprf.testing import regression_data
+from tests.helpers.regression import make_model
 
 
 def _inputs(n=9, f=4, batch=(), seed=0, dtype=torch.float64):
@@ -123,7 +124,7 @@ def test_float32_small_noise_error_within_gemm_rounding_bound():
 @pytest.mark.parametrize("num_features", [16, 128], ids=["feature-space", "fewer-points-than-features"])
 @pytest.mark.parametrize("where", ["target", "input"])
 def test_marginal_likelihood_names_the_bad_rows(num_features, where):
-    x, y = make_data(n=40)
+    x, y = regression_data(n=40)
     if where == "target":
         y[[3, 17]] = torch.tensor([float("nan"), float("inf")], dtype=torch.float64)
     else:
@@ -148,7 +149,7 @@ def test_marginal_likelihood_of_no_training_points_is_refused():
 
 
 def test_factor_dtype_setting_reaches_the_marginal_likelihood():
-    x, y = make_data(n=60)
+    x, y = regression_data(n=60)
     model = make_model(x, y, num_features=16).train()
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
     reference = mll(model(x), y)
@@ -203,14 +204,14 @@ class TestFeatureRootAddedConstantNoiseOperatorCase(TestFeatureRootAddedDiagOper
         return operator.add_diagonal(0.5 + torch.rand(*self.batch_shape, 1))
 
     def _assert_eigenpairs(self, evaluated, evals, evecs, expected_evals, tolerances):
-        """``evecs`` orthonormal with ``evaluated @ evecs = evecs diag(evals)``, and ``evals`` the ``expected_evals``."""
+        """``evecs`` orthonormal with ``evaluated @ evecs = evecs diag(evals)``; ``evals`` the ``expected_evals``."""
         self.assertAllClose(evals, expected_evals, **tolerances)
         self.assertAllClose(evaluated @ evecs, evecs * evals.unsqueeze(-2), **tolerances)
         self.assertAllClose(evecs.mT @ evecs, torch.eye(evecs.size(-1)).expand(*evals.shape[:-1], -1, -1), **tolerances)
 
     def test_eigh(self):
-        """The noise variance is an eigenvalue of multiplicity N - F = 3, whose eigenvectors are any orthonormal basis of
-        their space: linear_operator's check compares them entry by entry with those of torch's eigh of the dense
+        """The noise variance is an eigenvalue of multiplicity N - F = 3, whose eigenvectors are any orthonormal basis
+        of their space: linear_operator's check compares them entry by entry with those of torch's eigh of the dense
         matrix (it skips repeated eigenvalues only when the reference's are bitwise equal, which rounding prevents).
         Checked instead: the eigenvalues, and eigenvectors that are orthonormal and satisfy K V = V diag(evals)."""
         linear_op = self.create_linear_op()

@@ -13,7 +13,7 @@ from gprf.exceptions import IndefiniteKernelError
 from gprf.kernels import SignedRandomFeatureKernel
 from gprf.linalg import SignedRootLinearOperator
 from gprf.testing import IndefiniteAddedDiagLinearOperatorTestCase, indefinite_factors
-from tests.kernels.conftest import SPECTRUM
+from tests.helpers.regression import SPECTRUM
 
 
 def _system(batch=(), n=30, r=8, dtype=torch.float64, seed=0):

@@ -100,8 +100,8 @@ def test_psd_operations_are_refused():
 
 
 class TestSignedRootOperatorCase(IndefiniteLinearOperatorTestCase, unittest.TestCase):
-    """linear_operator's checks on L diag(s) L^T = Q diag(eigenvalues) Q^T; the PSD ones are refused (see the kit's case).
-    The case builds the roots as two tensors (left and right), as a signed kernel's covariance has them."""
+    """linear_operator's checks on L diag(s) L^T = Q diag(eigenvalues) Q^T; the PSD ones are refused (see the kit's
+    case). The case builds the roots as two tensors (left and right), as a signed kernel's covariance has them."""
 
     seed = 0
     batch_shape = ()
@@ -132,7 +132,9 @@ class TestSignedRootCrossOperatorCase(RectangularLinearOperatorTestCase, unittes
     seed = 3
 
     def create_linear_op(self):
-        return SignedRootLinearOperator(torch.randn(2, 5, 4), torch.randn(2, 3, 4), torch.tensor([1.0, 1.0, -1.0, -1.0]))
+        return SignedRootLinearOperator(
+            torch.randn(2, 5, 4), torch.randn(2, 3, 4), torch.tensor([1.0, 1.0, -1.0, -1.0])
+        )
 
     def evaluate_linear_op(self, linear_op):
         return (linear_op.left * linear_op.signature) @ linear_op.right.mT
