@@ -55,8 +55,9 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
         versions: tuple[int, ...] = (),
     ) -> None:
         if outputscale is not None and outputscale.shape != features.shape[:-2]:
-            # Only when needed: linear_operator rebuilds the operator from its (already expanded) representation
-            # inside backward passes, where a new view would not require gradients and drop the amplitude's.
+            # Only when needed: linear_operator rebuilds the operator from its (already expanded) representation in
+            # backward passes, and a new view of a representation made to require gradients after construction
+            # (``detach().requires_grad_()``) would not pass them on.
             outputscale = outputscale.expand(features.shape[:-2])
         # LinearOperator's constructor records these arguments, which is how linear_operator rebuilds the
         # operator (representation trees, clone, to, detach); the parent's would record the root instead.

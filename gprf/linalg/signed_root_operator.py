@@ -22,8 +22,9 @@ class SignedRootLinearOperator(IndefiniteGuard, LinearOperator):
 
     def __init__(self, left: Tensor, right: Tensor, signature: Tensor) -> None:
         batch_shape = torch.broadcast_shapes(left.shape[:-2], right.shape[:-2])
-        # Only when needed: linear_operator rebuilds the operator from its (already expanded) representation
-        # inside backward passes, where a new view would not require gradients and drop the roots'.
+        # Only when needed: linear_operator rebuilds the operator from its (already expanded) representation in
+        # backward passes, and a new view of a representation made to require gradients after construction
+        # (``detach().requires_grad_()``) would not pass them on.
         if left.shape[:-2] != batch_shape:
             left = left.expand(*batch_shape, *left.shape[-2:])
         if right.shape[:-2] != batch_shape:

@@ -18,7 +18,7 @@ from torch import Tensor
 
 def z_bound(num_checks: int, false_alarm: float = 1e-6) -> float:
     r"""The bound :math:`b` with :math:`P(\max_i |z_i| > b) \le` ``false_alarm`` for ``num_checks`` standard normal
-    z-scores: :math:`b = \Phi^{-1}(1 - \alpha / (2m))` (e.g. 5.3 for six checks at :math:`10^{-6}`)."""
+    z-scores: :math:`b = \Phi^{-1}(1 - \alpha / (2m))` (e.g. 5.23 for six checks at :math:`10^{-6}`)."""
     if isinstance(num_checks, bool) or not isinstance(num_checks, int) or num_checks < 1:
         raise ValueError(f"num_checks must be a positive int, got {num_checks!r}.")
     if not 0 < false_alarm < 1:
