@@ -1,0 +1,219 @@
+r"""An exact GPyTorch kernel whose conjugate gradients are preconditioned by random features of itself."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import gpytorch
+import torch
+from gpytorch.kernels import Kernel
+from linear_operator import to_dense
+from torch import Tensor
+from torch.func import functional_call
+
+from gprf.kernels.feature_kernel import FeatureKernel, same_inputs
+from gprf.linalg import ExactKernelLinearOperator, FeatureRootLinearOperator
+from gprf.prediction import PreconditionedPredictionStrategy
+from gprf.settings import feature_chunk_size
+
+
+class _ExactKernelFunction:
+    """``covar_func`` of :class:`~gprf.linalg.ExactKernelLinearOperator`: ``kernel`` evaluated with the given tensors in
+    place of its parameters ``names`` (``torch.func.functional_call``), so that blocks can be recomputed under
+    autograd from detached copies."""
+
+    def __init__(self, kernel: Kernel, names: Sequence[str]) -> None:
+        self.kernel = kernel
+        self.names = tuple(names)
+
+    def __call__(self, x1: Tensor, x2: Tensor, diag: bool = False, **params: Tensor) -> Tensor:
+        values = {name: params[f"p{i}"] for i, name in enumerate(self.names)}
+        with gpytorch.settings.lazily_evaluate_kernels(False):
+            return to_dense(functional_call(self.kernel, values, (x1, x2), {"diag": diag}))
+
+
+class _FeatureCovariance:
+    """``preconditioner_covariance`` of :class:`~gprf.linalg.ExactKernelLinearOperator`: the random-feature
+    covariance of ``kernel`` at ``x`` with its root formed (the preconditioner applies it at every iteration)."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+
+    def __call__(self, x: Tensor) -> FeatureRootLinearOperator:
+        with gpytorch.settings.lazily_evaluate_kernels(False), feature_chunk_size(False):
+            return self.kernel(x)
+
+
+def _no_prior(module: torch.nn.Module) -> None:
+    """The closure of a removed prior (module level, so the kernel stays picklable)."""
+
+
+class PreconditionedKernel(Kernel):
+    r"""The *exact* kernel ``base_kernel``, whose GPyTorch conjugate gradients are preconditioned by random features of
+    itself.
+
+    The covariance is that of ``base_kernel`` (RBF, Matérn, ``ScaleKernel`` and the composites
+    :func:`gprf.random_features` converts), evaluated lazily as GPyTorch's exact kernels are. Its training covariance
+    :math:`\hat K = sK_\ell + \Sigma` plus a Gaussian likelihood's noise hands linear_operator's conjugate gradients
+    (CG) and stochastic Lanczos quadrature (SLQ; Gardner et al., 2018) the preconditioner
+
+    .. math::
+        P = \Sigma + s\,\Phi\Phi^\top, \qquad
+        P^{-1}v = \Sigma^{-1}v - s\,\Sigma^{-1}\Phi\,(I_F + s\,\Phi^\top\Sigma^{-1}\Phi)^{-1}\Phi^\top\Sigma^{-1}v,
+
+    with :math:`\Phi` the :math:`N\times F` random-feature root of the same kernel at the same hyperparameters
+    (``gprf.random_features(base_kernel, num_features, ...)``, which shares the very ``Parameter`` objects), instead of
+    GPyTorch's rank-15 pivoted Cholesky. The :math:`F\times F` capacitance is factored once per evaluation in float64
+    (:func:`gprf.linalg.factor_capacitance`), each application costs :math:`O(NF)`, :math:`\log\det P` follows from
+    the determinant lemma and the SLQ probes are :math:`z = \Sigma^{1/2}\varepsilon_1 + \sqrt s\,\Phi\varepsilon_2
+    \sim N(0, P)`, so that :math:`\log\det\hat K = \log\det P + \log\det(P^{-1/2}\hat KP^{-1/2})` is estimated with
+    the variance-reduced gradient of Wenger, Pleiss, Hennig, Cunningham & Gardner (2022). The preconditioner is
+    good when the features capture the kernel's spectrum above :math:`\sigma^2/s`; Avron, Clarkson & Woodruff (2017)
+    relate the features it needs to the kernel's statistical dimension.
+
+    * **Memory** :math:`O(N\cdot\text{block} + NF)`: kernel products are computed ``block_rows`` rows at a time and
+      recomputed under autograd in the backward pass (:class:`~gprf.linalg.ExactKernelLinearOperator`), as GPyTorch's
+      partitioned and KeOps kernels do; a matrix that fits in one block (:math:`N^2 \le 2^{24}` entries by default)
+      is evaluated once and kept, as GPyTorch keeps a dense kernel matrix.
+    * **When CG runs**: as for every GPyTorch kernel, linear_operator factors :math:`\hat K` by Cholesky at or below
+      ``gpytorch.settings.max_cholesky_size`` (800 points by default) and runs CG above it. BoTorch switches
+      linear_operator's fast computations off on import, which makes GPyTorch's ``MultivariateNormal`` factor the
+      dense matrix at any size (with a :class:`~gprf.exceptions.DenseCovarianceWarning` above
+      ``max_cholesky_size``): return :class:`gprf.distributions.MultivariateNormal` from the model's ``forward`` to
+      keep CG; predictions (:class:`~gprf.prediction.PreconditionedPredictionStrategy`) take it by themselves.
+    * **Parameters**: the hyperparameters are ``base_kernel``'s (training this kernel trains them; :meth:`exact`
+      and :attr:`base_kernel` give the exact kernel); the preconditioner's feature draws are buffers
+      (``state_dict``, pickling, ``.to()``), redrawn by :meth:`resample_features`. The preconditioner follows the
+      hyperparameters: it is built anew for every evaluation of the covariance and shared by the solves of that
+      evaluation (marginal likelihood and backward pass, or a prediction's mean and variances).
+
+    Args:
+        base_kernel: The exact kernel (a GPyTorch kernel expression that :func:`gprf.random_features` converts).
+        num_features: Features :math:`F` of the preconditioner.
+        sampler, sketch, budget, seed, num_dims: Passed to :func:`gprf.random_features` (e.g. ``sampler=
+            "orthogonal"``; ``num_dims`` for kernels that do not tell their input dimension).
+        block_rows: Rows per block of the kernel products (``None``: :math:`2^{24}` entries per block).
+
+    Example:
+        >>> covar_module = PreconditionedKernel(ScaleKernel(RBFKernel(ard_num_dims=d)), num_features=1024)
+        >>> # inside an ExactGP; train with ExactMarginalLogLikelihood as usual (CG above max_cholesky_size)
+
+    References:
+        Avron, Clarkson & Woodruff, *Faster Kernel Ridge Regression Using Sketching and Preconditioning*, SIAM J.
+        Matrix Anal. Appl. 2017. Wenger, Pleiss, Hennig, Cunningham & Gardner, *Preconditioning for Scalable Gaussian
+        Process Hyperparameter Optimization*, ICML 2022. Gardner, Pleiss, Bindel, Weinberger & Wilson, *GPyTorch:
+        Blackbox Matrix-Matrix Gaussian Process Inference with GPU Acceleration*, NeurIPS 2018.
+    """
+
+    def __init__(
+        self,
+        base_kernel: Kernel,
+        num_features: int,
+        *,
+        sampler: str = "iid",
+        sketch: str = "srht",
+        budget=None,
+        seed: int | None = None,
+        num_dims: int | None = None,
+        block_rows: int | None = None,
+    ) -> None:
+        # gprf.conversion builds on gprf.kernels; imported here to keep the package import order one-way.
+        from gprf.conversion import random_features
+
+        if not isinstance(base_kernel, Kernel):
+            raise TypeError(f"base_kernel must be a GPyTorch Kernel, got {type(base_kernel).__name__}.")
+        approximate = [type(module).__name__ for module in base_kernel.modules() if isinstance(module, FeatureKernel)]
+        if approximate:
+            raise TypeError(
+                f"base_kernel must be an exact kernel, but it holds the random-feature kernel {approximate[0]}; pass "
+                "the exact kernel it approximates (kernel.exact(), or gprf.kernels.exact_expression(kernel))."
+            )
+        if block_rows is not None and (isinstance(block_rows, bool) or not isinstance(block_rows, int) or block_rows < 1):
+            raise ValueError(f"block_rows must be a positive number of rows or None, got {block_rows!r}.")
+        super().__init__(batch_shape=base_kernel.batch_shape)
+        self.base_kernel = base_kernel
+        self.conversion_options = {"sampler": sampler, "sketch": sketch, "budget": budget, "seed": seed}
+        self.conversion_options["num_dims"] = num_dims
+        try:
+            approximation = random_features(base_kernel, num_features, **self.conversion_options)
+        except TypeError as err:
+            raise TypeError(
+                f"PreconditionedKernel builds its preconditioner with gprf.random_features, which cannot convert "
+                f"base_kernel: {err}"
+            ) from err
+        self.preconditioner_kernel = _without_priors(approximation)
+        self.num_features = num_features
+        self.block_rows = block_rows
+
+    def exact(self) -> Kernel:
+        """The exact kernel (:attr:`base_kernel`, not a copy)."""
+        return self.base_kernel
+
+    def resample_features(self, generator: torch.Generator | None = None) -> None:
+        """Redraw the preconditioner's random features in place (the covariance does not change)."""
+        _resample(self.preconditioner_kernel, generator)
+
+    def forward(
+        self, x1: Tensor, x2: Tensor, diag: bool = False, last_dim_is_batch: bool = False, **params
+    ) -> Tensor | ExactKernelLinearOperator:
+        if last_dim_is_batch:
+            raise NotImplementedError(
+                "PreconditionedKernel does not support last_dim_is_batch (deprecated in GPyTorch); build one kernel "
+                "per input dimension instead."
+            )
+        if params:
+            raise TypeError(f"PreconditionedKernel takes no extra kernel arguments, got {sorted(params)}.")
+        if diag:
+            return self.base_kernel(x1, x2, diag=True)
+        names, tensors = zip(*self.base_kernel.named_parameters(), strict=True) if self._has_parameters() else ((), ())
+        batch_dims = len(self.base_kernel.batch_shape)
+        return ExactKernelLinearOperator(
+            x1,
+            x2,
+            _ExactKernelFunction(self.base_kernel, names),
+            num_nonbatch_dimensions={f"p{i}": tensor.dim() - batch_dims for i, tensor in enumerate(tensors)},
+            preconditioner_covariance=_FeatureCovariance(self.preconditioner_kernel) if same_inputs(x1, x2) else None,
+            block_rows=self.block_rows,
+            **{f"p{i}": tensor for i, tensor in enumerate(tensors)},
+        )
+
+    def _has_parameters(self) -> bool:
+        return next(self.base_kernel.parameters(), None) is not None
+
+    def num_outputs_per_input(self, x1: Tensor, x2: Tensor) -> int:
+        return self.base_kernel.num_outputs_per_input(x1, x2)
+
+    def prediction_strategy(self, train_inputs, train_prior_dist, train_labels, likelihood):
+        return PreconditionedPredictionStrategy(train_inputs, train_prior_dist, train_labels, likelihood)
+
+    # ------------------------------------------------------------------ batch views keep the tying
+    def __getitem__(self, index) -> Kernel:
+        if len(self.batch_shape) == 0:
+            return self
+        return self._around(self.base_kernel[index])
+
+    def expand_batch(self, *sizes) -> Kernel:
+        expanded = self.base_kernel.expand_batch(*sizes)
+        return self if expanded is self.base_kernel else self._around(expanded)
+
+    def _around(self, base_kernel: Kernel) -> PreconditionedKernel:
+        """A kernel of the same construction around ``base_kernel`` (a batch view), preconditioned by its own
+        features: GPyTorch's per-kernel copies of indexed parameters would untie the two."""
+        return PreconditionedKernel(base_kernel, self.num_features, block_rows=self.block_rows, **self.conversion_options)
+
+
+def _without_priors(kernel: Kernel) -> Kernel:
+    """``kernel`` with the priors it shares with the exact kernel removed: the exact kernel's marginal likelihood adds
+    them once (GPyTorch collects the priors of every submodule)."""
+    for name, owner, *_ in list(kernel.named_priors()):
+        owner.register_prior(name.rsplit(".", 1)[-1], None, _no_prior)
+    return kernel
+
+
+def _resample(module: torch.nn.Module, generator: torch.Generator | None) -> None:
+    """``resample_features`` of every outermost part of ``module`` that has one (sums have none: their parts do)."""
+    if hasattr(module, "resample_features"):
+        module.resample_features(generator)
+        return
+    for child in module.children():
+        _resample(child, generator)
