@@ -1,19 +1,22 @@
 r"""Conjugate-gradient iterations of an exact GP's training solve, by preconditioner: none, GPyTorch's pivoted Cholesky
-and gprf's random features (:class:`gprf.kernels.PreconditionedKernel`).
+and :class:`gprf.kernels.PreconditionedKernel`'s (random features, Nyström points).
 
 Protocol: a seeded subsample of ``--rows`` rows of each data set, a 90/10 split standardised with the training
 statistics (as ``gprf bench --what regression``); an exact GP (constant mean, ``ScaleKernel(RBFKernel)`` with ARD)
 tuned by Adam on a seeded ``--tune-rows``-row subsample of the training rows, started at lengthscale 1, outputscale 1
 and noise 0.1 (Cholesky, float64); then the solve :math:`\hat K^{-1}(y - \mu)` on all training rows at those
 hyperparameters is run with linear_operator's ``linear_cg`` (float64) under each preconditioner. The number reported
-for a tolerance is the first iteration whose relative residual :math:`\lVert r_k\rVert/\lVert y-\mu\rVert` is below it,
-(:func:`gprf.linalg.cg_iterations`).
-GPyTorch solves predictions to ``eval_cg_tolerance`` (0.01); its training tolerance (1) is met by the first iteration.
-The kernel matrix is formed once to make the products fast: iterations do not depend on how products are computed.
+for a tolerance is the first iteration whose relative residual :math:`\lVert r_k\rVert/\lVert y-\mu\rVert` is below it
+(:func:`gprf.linalg.cg_iterations`). GPyTorch solves predictions to ``eval_cg_tolerance`` (0.01); its training
+tolerance (1) is met by the first iteration. The kernel matrix is formed once to make the products fast: iterations
+do not depend on how products are computed.
 
 Run (CPU, one thread; the data sets are ``<name>.npz`` files with arrays ``x`` and ``y``)::
 
     python benchmarks/cg_iterations.py --data-dir ../shared/data/uci --datasets kin40k,protein
+
+``--state-dir DIR`` keeps the tuned hyperparameters between runs; ``--features 1024,4096`` and ``--kinds
+iid,orthogonal,nystrom`` choose the preconditioners besides none and the pivoted Cholesky.
 """
 
 from __future__ import annotations
@@ -71,9 +74,11 @@ def tune_on_subsample(x: Tensor, y: Tensor, rows: int, steps: int, seed: int, st
 
 
 def preconditioners(
-    model: ExactGP, x: Tensor, features: Sequence[int], samplers: Sequence[str], pivoted_rank: int, seed: int
+    model: ExactGP, x: Tensor, features: Sequence[int], kinds: Sequence[str], pivoted_rank: int, seed: int
 ) -> dict[str, Callable[[Tensor], Tensor] | None]:
-    """``{name: v -> P^{-1} v}`` for the training covariance of ``model`` at inputs ``x``."""
+    """``{name: v -> P^{-1} v}`` for the training covariance of ``model`` at inputs ``x``: none, GPyTorch's pivoted
+    Cholesky of rank ``pivoted_rank``, and :class:`PreconditionedKernel`'s for every kind (``"nystrom"`` or a
+    random-feature sampler such as ``"iid"``) and number of features."""
     noise = model.likelihood.noise.detach().reshape(1)
     with torch.no_grad():
         pivoted = to_linear_operator(model.covar_module(x).to_dense()).pivoted_cholesky(rank=pivoted_rank)
@@ -83,23 +88,31 @@ def preconditioners(
                 FeatureRoot(pivoted, noise=noise)
             ).solve,
         }
-        for sampler in samplers:
+        for kind in kinds:
+            options = {"preconditioner": "nystrom"} if kind == "nystrom" else {"sampler": kind}
             for num_features in features:
-                kernel = PreconditionedKernel(model.covar_module, num_features, sampler=sampler, seed=seed)
+                kernel = PreconditionedKernel(model.covar_module, num_features, seed=seed, **options)
                 preconditioner = kernel(x).evaluate_kernel().add_diagonal(noise).preconditioner
-                result[f"random features, F = {num_features}, {sampler}"] = preconditioner.solve
+                label = (
+                    f"Nystrom, {num_features} points" if kind == "nystrom" else f"{kind} features, F = {num_features}"
+                )
+                result[label] = preconditioner.solve
     return result
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("--data-dir", required=True, type=Path)
     parser.add_argument("--datasets", default="kin40k,protein")
     parser.add_argument("--rows", type=int, default=12000)
     parser.add_argument("--tune-rows", type=int, default=2000)
     parser.add_argument("--tune-steps", type=int, default=100)
     parser.add_argument("--features", default="1024", help="comma-separated F of the random-feature preconditioner")
-    parser.add_argument("--samplers", default="iid,orthogonal")
+    parser.add_argument(
+        "--kinds", default="iid,orthogonal,nystrom", help="random-feature samplers, and/or nystrom (Nystrom points)"
+    )
     parser.add_argument("--pivoted-rank", type=int, default=15, help="GPyTorch's max_preconditioner_size")
     parser.add_argument("--max-iter", type=int, default=1000, help="GPyTorch's max_cg_iterations")
     parser.add_argument("--seed", type=int, default=0)
@@ -107,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     features = [int(f) for f in args.features.split(",")]
-    samplers = args.samplers.split(",")
+    kinds = args.kinds.split(",")
     for name in args.datasets.split(","):
         _, split = regression_split(load_npz(args.data_dir / f"{name}.npz"), args.rows, args.seed, "cpu", torch.float64)
         x, y = split.train_x, split.train_y
@@ -123,10 +136,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         with torch.no_grad():
             covariance = kernel(x).to_dense() + model.likelihood.noise * torch.eye(x.size(0), dtype=x.dtype)
             rhs = (y - model.mean_module.constant).unsqueeze(-1)
-        for label, solve in preconditioners(model, x, features, samplers, args.pivoted_rank, args.seed).items():
+        for label, solve in preconditioners(model, x, features, kinds, args.pivoted_rank, args.seed).items():
             start = time.perf_counter()
             counts = cg_iterations(covariance.matmul, rhs, solve, TOLERANCES, args.max_iter)
-            row = ", ".join(f"tol {tol:g}: {count if count is not None else f'>{args.max_iter}'}" for tol, count in counts.items())
+            row = ", ".join(
+                f"tol {tol:g}: {count if count is not None else f'>{args.max_iter}'}" for tol, count in counts.items()
+            )
             print(f"  {label:42s} {row}   ({time.perf_counter() - start:.0f} s)", flush=True)
 
 

@@ -25,8 +25,9 @@ class MultivariateNormal(GPyTorchMultivariateNormal):
     with the flag off — BoTorch switches it off on import, because for dense kernels the fast path is a
     stochastic approximation — it factors the dense :math:`N\times N` matrix. This class takes the structured
     path for gprf covariances whatever the flag says, and behaves exactly as GPyTorch's class for every other
-    covariance; for an exact kernel preconditioned by its random features (:class:`~gprf.kernels.PreconditionedKernel`)
-    that path is linear_operator's preconditioned conjugate gradients above ``max_cholesky_size``. Return it from a model's ``forward`` (likelihoods and predictions keep the class):
+    covariance; for an exact kernel preconditioned by its random features
+    (:class:`~gprf.kernels.PreconditionedKernel`) that path is linear_operator's preconditioned conjugate gradients
+    above ``max_cholesky_size``. Return it from a model's ``forward`` (likelihoods and predictions keep the class):
 
     Example:
         >>> def forward(self, x):

@@ -2,9 +2,8 @@ r"""How many iterations linear_operator's conjugate gradients need: the measure 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 import warnings
+from collections.abc import Callable, Sequence
 
 import torch
 from linear_operator.utils.linear_cg import linear_cg

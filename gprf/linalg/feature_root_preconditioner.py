@@ -55,7 +55,9 @@ class FeatureRootPreconditioner:
     def from_root(cls, root: FeatureRoot) -> FeatureRootPreconditioner:
         """Factor the capacitance of ``root`` (which must carry noise variances) once."""
         if root.noise is None:
-            raise ValueError("A feature-root preconditioner needs the noise variances of the covariance it preconditions.")
+            raise ValueError(
+                "A feature-root preconditioner needs the noise variances of the covariance it preconditions."
+            )
         if root.is_lazy:
             root = FeatureRoot(root.features, root.outputscale, root.noise, versions=root.versions)
         factor, _ = root.factor()
@@ -111,6 +113,6 @@ class FeatureRootPreconditioner:
         return PsdSumLinearOperator(low_rank, diagonal)
 
     def weighted_features(self) -> Tensor:
-        r""":math:`\Sigma^{-1}\Phi` ``(*batch, N, F)``: the span of :math:`P^{-1}\Phi`, where the preconditioner puts the
-        inverse of the kernel's leading part."""
+        r""":math:`\Sigma^{-1}\Phi` ``(*batch, N, F)``, whose columns span those of :math:`P^{-1}\Phi` (Woodbury): where
+        the preconditioner puts the inverse of the kernel's leading part."""
         return self.features / self._noise_column(self.features.dtype)

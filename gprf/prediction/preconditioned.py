@@ -52,19 +52,22 @@ class PreconditionedPredictionStrategy(DefaultPredictionStrategy):
     """
 
     def __init__(self, train_inputs, train_prior_dist, train_labels, likelihood, root=None, inv_root=None) -> None:
-        super().__init__(train_inputs, train_prior_dist, train_labels, likelihood, root, inv_root)
-        covariance = self.lik_train_train_covar.evaluate_kernel()
+        marginal = likelihood(train_prior_dist, train_inputs)
+        covariance = getattr(marginal, "lazy_covariance_matrix", None)
+        covariance = covariance.evaluate_kernel() if isinstance(covariance, LinearOperator) else covariance
         if not isinstance(covariance, PreconditionedAddedDiagLinearOperator):
             raise TypeError(
-                f"PreconditionedKernel needs a Gaussian likelihood whose noise is a diagonal (GaussianLikelihood, "
-                f"FixedNoiseGaussianLikelihood), which its preconditioner includes; {type(likelihood).__name__} "
-                f"makes the training covariance a {type(covariance).__name__}. Use such a likelihood, or use the "
-                "exact kernel (PreconditionedKernel.base_kernel) with this one."
+                "PreconditionedKernel needs a Gaussian likelihood whose noise is a diagonal (GaussianLikelihood, "
+                f"FixedNoiseGaussianLikelihood), which its preconditioner includes; {type(likelihood).__name__} gives "
+                f"a {type(marginal).__name__} whose covariance is a {type(covariance).__name__}. Use such a "
+                "likelihood, or the exact kernel (PreconditionedKernel.base_kernel) with this one."
             )
+        super().__init__(train_inputs, train_prior_dist, train_labels, likelihood, root, inv_root)
         self.train_covariance = covariance
 
     def _solve(self, rhs: Tensor) -> Tensor:
-        r""":math:`\hat K^{-1}\,\text{rhs}`, detached from both when ``detach_test_caches`` is on (GPyTorch's default)."""
+        r""":math:`\hat K^{-1}\,\text{rhs}`, detached from both when ``detach_test_caches`` is on (GPyTorch's
+        default)."""
         covariance = self.train_covariance
         if settings.detach_test_caches.on():
             covariance, rhs = covariance.detach(), rhs.detach()

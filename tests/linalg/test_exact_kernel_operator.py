@@ -44,7 +44,10 @@ def test_blockwise_products_equal_the_dense_matrix(vector):
     rhs = rhs if vector else torch.stack([rhs, 2 * rhs], -1)
     with torch.no_grad():
         torch.testing.assert_close(op._matmul(rhs), kernel(x1, x2).to_dense() @ rhs)
-        torch.testing.assert_close(op.mT._matmul(torch.ones(37, 2, dtype=torch.float64)), kernel(x2, x1) @ torch.ones(37, 2, dtype=torch.float64))
+        torch.testing.assert_close(
+            op.mT._matmul(torch.ones(37, 2, dtype=torch.float64)),
+            kernel(x2, x1) @ torch.ones(37, 2, dtype=torch.float64),
+        )
 
 
 def test_blocks_are_never_larger_than_block_rows():
@@ -133,7 +136,9 @@ def test_batched_kernels_and_inputs():
 def test_noise_makes_a_training_covariance_preconditioned():
     kernel, x = base_kernel(), inputs()
     training = operator(kernel, x)
-    assert isinstance(training.add_diagonal(torch.tensor(0.1, dtype=torch.float64)), PreconditionedAddedDiagLinearOperator)
+    assert isinstance(
+        training.add_diagonal(torch.tensor(0.1, dtype=torch.float64)), PreconditionedAddedDiagLinearOperator
+    )
     noise = gpytorch.likelihoods.GaussianLikelihood().double()
     covariance = noise(gpytorch.distributions.MultivariateNormal(torch.zeros(37, dtype=torch.float64), training))
     assert isinstance(covariance.lazy_covariance_matrix, PreconditionedAddedDiagLinearOperator)
