@@ -10,7 +10,7 @@ from gpytorch.models.exact_prediction_strategies import DefaultPredictionStrateg
 from gpytorch.utils.memoize import cached, clear_cache_hook
 from linear_operator import settings as linop_settings
 from linear_operator import to_dense
-from linear_operator.operators import LinearOperator, to_linear_operator
+from linear_operator.operators import AddedDiagLinearOperator, LinearOperator, to_linear_operator
 from torch import Tensor
 
 from gprf.linalg.preconditioned_added_diag_operator import PreconditionedAddedDiagLinearOperator
@@ -48,22 +48,24 @@ class PreconditionedPredictionStrategy(DefaultPredictionStrategy):
       Cholesky cache is used.
 
     Raises ``TypeError`` when the likelihood does not add a diagonal Gaussian noise to the kernel (the preconditioner
-    includes that noise).
+    includes that noise). Strategies of fantasy models (``get_fantasy_model``, BoTorch's ``fantasize``), whose
+    training covariance GPyTorch builds around the kernel's, are GPyTorch's own.
     """
 
     def __init__(self, train_inputs, train_prior_dist, train_labels, likelihood, root=None, inv_root=None) -> None:
-        marginal = likelihood(train_prior_dist, train_inputs)
-        covariance = getattr(marginal, "lazy_covariance_matrix", None)
-        covariance = covariance.evaluate_kernel() if isinstance(covariance, LinearOperator) else covariance
-        if not isinstance(covariance, PreconditionedAddedDiagLinearOperator):
+        covariance = getattr(likelihood(train_prior_dist, train_inputs), "lazy_covariance_matrix", None)
+        if not isinstance(covariance, AddedDiagLinearOperator):
             raise TypeError(
                 "PreconditionedKernel needs a Gaussian likelihood whose noise is a diagonal (GaussianLikelihood, "
-                f"FixedNoiseGaussianLikelihood), which its preconditioner includes; {type(likelihood).__name__} gives "
-                f"a {type(marginal).__name__} whose covariance is a {type(covariance).__name__}. Use such a "
-                "likelihood, or the exact kernel (PreconditionedKernel.base_kernel) with this one."
+                f"FixedNoiseGaussianLikelihood), which its preconditioner includes; {type(likelihood).__name__} does "
+                "not add one. Use such a likelihood, or the exact kernel (PreconditionedKernel.base_kernel) with this "
+                "one."
             )
         super().__init__(train_inputs, train_prior_dist, train_labels, likelihood, root, inv_root)
-        self.train_covariance = covariance
+        covariance = covariance.evaluate_kernel()
+        # None: a covariance built by GPyTorch around the kernel's (the batch-repeated one of a fantasy model), which
+        # GPyTorch's own solves serve.
+        self.train_covariance = covariance if isinstance(covariance, PreconditionedAddedDiagLinearOperator) else None
 
     def _solve(self, rhs: Tensor) -> Tensor:
         r""":math:`\hat K^{-1}\,\text{rhs}`, detached from both when ``detach_test_caches`` is on (GPyTorch's
@@ -97,7 +99,7 @@ class PreconditionedPredictionStrategy(DefaultPredictionStrategy):
 
     @cached(name="mean_cache")
     def _mean_cache(self, nan_policy: str) -> Tensor:
-        if nan_policy != "ignore":  # masked or filled observations are not the training covariance: GPyTorch's route
+        if nan_policy != "ignore" or self.train_covariance is None:  # masked or filled observations: GPyTorch's route
             return super()._mean_cache(nan_policy)
         offset = (self.train_labels - self.train_prior_dist.loc).unsqueeze(-1)
         return self._register_clear_hook(self._solve(offset).squeeze(-1))
@@ -106,7 +108,7 @@ class PreconditionedPredictionStrategy(DefaultPredictionStrategy):
     @cached(name="covar_cache")
     def covar_cache(self) -> Tensor:
         covariance = self.train_covariance
-        if covariance.size(-1) <= linop_settings.max_cholesky_size.value():
+        if covariance is None or covariance.size(-1) <= linop_settings.max_cholesky_size.value():
             return super().covar_cache
         if settings.detach_test_caches.on():
             covariance = covariance.detach()
@@ -114,7 +116,7 @@ class PreconditionedPredictionStrategy(DefaultPredictionStrategy):
         return self._exact_predictive_covar_inv_quad_form_cache(root, self._last_test_train_covar)
 
     def exact_predictive_covar(self, test_test_covar: LinearOperator, test_train_covar: LinearOperator):
-        if settings.fast_pred_var.on() or settings.skip_posterior_variances.on():
+        if settings.fast_pred_var.on() or settings.skip_posterior_variances.on() or self.train_covariance is None:
             return super().exact_predictive_covar(test_test_covar, test_train_covar)
         correction = self._inverse_quadratic(to_dense(test_train_covar))
         return to_linear_operator(test_test_covar) - correction

@@ -145,3 +145,18 @@ def test_a_likelihood_without_diagonal_gaussian_noise_is_refused():
             preconditioned.train_targets,
             gpytorch.likelihoods.BernoulliLikelihood(),
         )
+
+
+def test_fantasy_models_predict_as_the_exact_gps():
+    preconditioned, plain = models()
+    x = test_test_points()
+    new_x = torch.rand(3, 2, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    new_y = torch.randn(3, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+    predictions = []
+    for model in (preconditioned, plain):
+        model(x)  # the prediction strategy that fantasies update
+        with torch.no_grad():
+            output = model.get_fantasy_model(new_x, new_y)(x)
+            predictions.append((output.mean, output.variance))
+    for actual, expected in zip(*predictions, strict=True):
+        torch.testing.assert_close(actual, expected)
