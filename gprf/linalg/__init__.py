@@ -8,7 +8,7 @@ operators serve :class:`gprf.kernels.PreconditionedKernel` (an exact kernel prec
 """
 
 from gprf.linalg.capacitance import CapacitanceFactor, factor_capacitance, weighted_sums
-from gprf.linalg.cg_iterations import cg_iterations
+from gprf.linalg.cg_iteration_count import cg_iterations
 from gprf.linalg.decode import feature_root
 from gprf.linalg.exact_kernel_operator import ExactKernelLinearOperator
 from gprf.linalg.feature_root import FeatureRoot
