@@ -120,6 +120,15 @@ def test_state_dict_pickling_and_copies_keep_the_draws_and_the_tying():
         assert shared is other.base_kernel.base_kernel.raw_lengthscale
 
 
+def test_to_moves_the_draws_with_the_hyperparameters():
+    kernel = PreconditionedKernel(rbf(), 32, seed=0).float()
+    x = torch.rand(50, 3)
+    preconditioner = kernel(x).evaluate_kernel().add_diagonal(torch.tensor(0.1)).preconditioner
+    assert preconditioner.features.dtype == torch.float32 and preconditioner.factor.cholesky.dtype == torch.float64
+    assert all(buffer.dtype == torch.float32 for buffer in kernel.buffers() if buffer.is_floating_point())
+    torch.testing.assert_close(kernel(x).to_dense(), kernel.base_kernel(x).to_dense())
+
+
 def _features(kernel, x):
     return feature_root(kernel.preconditioner_kernel(x)).scaled_features()
 
