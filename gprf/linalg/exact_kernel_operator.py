@@ -31,8 +31,8 @@ class ExactKernelLinearOperator(KernelLinearOperator):
 
     ``covar_func(x1, x2, diag=False, **params)`` evaluates the kernel on given inputs and hyperparameter tensors (it
     must not close over the hyperparameters). For a training covariance, ``preconditioner_covariance(x)`` gives the
-    covariance of a random-feature approximation of the same kernel (a :class:`~gprf.linalg.FeatureRootLinearOperator`
-    sharing the hyperparameters): adding a diagonal noise then gives a
+    covariance of a low-rank approximation of the same kernel (a :class:`~gprf.linalg.FeatureRootLinearOperator`
+    of random features or Nyström points, differentiable in the hyperparameters): adding a diagonal noise then gives a
     :class:`~gprf.linalg.PreconditionedAddedDiagLinearOperator`, whose conjugate gradients it preconditions.
 
     Args:

@@ -2,8 +2,8 @@ r"""A preconditioner :math:`P = \Sigma + s\,\Phi\Phi^\top` for an exact kernel's
 root of the same kernel.
 
 For the training covariance :math:`\hat K = sK + \Sigma` of an exact kernel (never formed for large :math:`N`) and a
-random-feature root :math:`\Phi` (:math:`N\times F`) of the same kernel and hyperparameters, :math:`P` is the
-random-feature model's own training covariance. With the capacitance :math:`C = I + s\,\Phi^\top\Sigma^{-1}\Phi`
+feature root :math:`\Phi` (:math:`N\times F`: random features, Nyström points) of the same kernel and
+hyperparameters, :math:`P` is the low-rank model's own training covariance. With the capacitance :math:`C = I + s\,\Phi^\top\Sigma^{-1}\Phi`
 (:func:`gprf.linalg.factor_capacitance`, factored once in :class:`gprf.settings.factor_dtype`),
 
 .. math::

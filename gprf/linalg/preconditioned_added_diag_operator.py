@@ -1,5 +1,6 @@
-r"""The training covariance :math:`\hat K = K + \Sigma` of an exact kernel, preconditioned by random features of the
-same kernel in linear_operator's conjugate gradients and stochastic Lanczos quadrature."""
+r"""The training covariance :math:`\hat K = K + \Sigma` of an exact kernel, preconditioned by a feature root (random
+features, Nyström points) of the same kernel in linear_operator's conjugate gradients and stochastic Lanczos
+quadrature."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ class RandomFeaturePreconditioning:
         if self._built is None or self._built[0] != key:
             kernel = covariance._linear_op
             features = kernel.preconditioner_covariance(kernel.x1)
-            root = (features + covariance._diag_tensor).feature_root  # the random-feature model's covariance
+            root = (features + covariance._diag_tensor).feature_root  # the low-rank model's covariance
             self._built = (key, FeatureRootPreconditioner.from_root(root))
         return self._built[1]
 
@@ -62,8 +63,8 @@ class RandomFeaturePreconditioning:
 
 class PreconditionedAddedDiagLinearOperator(AddedDiagLinearOperator):
     r""":math:`\hat K = K + \Sigma`: an exact kernel matrix (:class:`~gprf.linalg.ExactKernelLinearOperator`) plus a
-    Gaussian likelihood's noise, whose preconditioner is :math:`P = \Sigma + s\,\Phi\Phi^\top` from the random-feature
-    root :math:`\Phi` of the same kernel (:class:`~gprf.linalg.FeatureRootPreconditioner`).
+    Gaussian likelihood's noise, whose preconditioner is :math:`P = \Sigma + s\,\Phi\Phi^\top` from a feature root
+    :math:`\Phi` of the same kernel (random features or Nyström points; :class:`~gprf.linalg.FeatureRootPreconditioner`).
 
     Plugs into linear_operator through ``AddedDiagLinearOperator``'s ``preconditioner_override``, in place of the
     rank-15 pivoted Cholesky (Gardner et al., 2018): above ``max_cholesky_size`` the marginal likelihood

@@ -1,5 +1,5 @@
-r"""Exact-GP prediction for :class:`~gprf.kernels.PreconditionedKernel`: the training covariance's random-feature
-preconditioner serves the mean solve and the fast predictive variances."""
+r"""Exact-GP prediction for :class:`~gprf.kernels.PreconditionedKernel`: the training covariance's preconditioner
+(random features or Nyström points of the same kernel) serves the mean solve and the fast predictive variances."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ def _solves_by_cg() -> linop_settings.fast_computations:
 
 class PreconditionedPredictionStrategy(DefaultPredictionStrategy):
     r"""GPyTorch's exact prediction strategy, with every solve against the training covariance
-    :math:`\hat K = K + \Sigma` preconditioned by the random features of the same kernel.
+    :math:`\hat K = K + \Sigma` preconditioned by :math:`P = \Sigma + s\,\Phi\Phi^\top` (:math:`\Phi` random features or
+    Nyström points of the same kernel).
 
     One evaluated training covariance (:class:`~gprf.linalg.PreconditionedAddedDiagLinearOperator`) and its one
     preconditioner :math:`P` serve
@@ -84,9 +85,9 @@ class PreconditionedPredictionStrategy(DefaultPredictionStrategy):
         :math:`\mathrm dA\,S + S^\top\mathrm dA^\top`: no second solve in the backward pass, which linear_operator
         would run outside the conjugate-gradient setting.
         """
-        if settings.detach_test_caches.off():
-            return left @ self._solve(left.mT)
         product = left @ self._solve(left.mT)
+        if settings.detach_test_caches.off():
+            return product
         symmetric = (product + product.mT) / 2
         return product + product.mT - symmetric.detach()
 
