@@ -3,7 +3,8 @@ root of the same kernel.
 
 For the training covariance :math:`\hat K = sK + \Sigma` of an exact kernel (never formed for large :math:`N`) and a
 feature root :math:`\Phi` (:math:`N\times F`: random features, Nyström points) of the same kernel and
-hyperparameters, :math:`P` is the low-rank model's own training covariance. With the capacitance :math:`C = I + s\,\Phi^\top\Sigma^{-1}\Phi`
+hyperparameters, :math:`P` is the low-rank model's own training covariance. With the capacitance
+:math:`C = I + s\,\Phi^\top\Sigma^{-1}\Phi`
 (:func:`gprf.linalg.factor_capacitance`, factored once in :class:`gprf.settings.factor_dtype`),
 
 .. math::

@@ -64,7 +64,8 @@ class RandomFeaturePreconditioning:
 class PreconditionedAddedDiagLinearOperator(AddedDiagLinearOperator):
     r""":math:`\hat K = K + \Sigma`: an exact kernel matrix (:class:`~gprf.linalg.ExactKernelLinearOperator`) plus a
     Gaussian likelihood's noise, whose preconditioner is :math:`P = \Sigma + s\,\Phi\Phi^\top` from a feature root
-    :math:`\Phi` of the same kernel (random features or Nyström points; :class:`~gprf.linalg.FeatureRootPreconditioner`).
+    :math:`\Phi` of the same kernel (random features or Nyström points;
+    :class:`~gprf.linalg.FeatureRootPreconditioner`).
 
     Plugs into linear_operator through ``AddedDiagLinearOperator``'s ``preconditioner_override``, in place of the
     rank-15 pivoted Cholesky (Gardner et al., 2018): above ``max_cholesky_size`` the marginal likelihood
