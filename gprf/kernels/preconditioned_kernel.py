@@ -117,9 +117,9 @@ class PreconditionedKernel(Kernel):
     (:math:`K_{ZZ} = LL^\top`) of ``num_features`` training inputs :math:`Z` drawn uniformly (seeded), at the same
     :math:`O(NF)` cost per application: its error :math:`K - K_{XZ}K_{ZZ}^{-1}K_{ZX}` is positive semi-definite and
     falls with the kernel's eigenvalues, so every eigenvalue of :math:`P^{-1}\hat K` is at least 1. On 10,800 rows of
-    kin40k at hyperparameters tuned on 2,000 (noise :math:`0.005`), CG to GPyTorch's prediction tolerance took 585
-    iterations without a preconditioner, 442 with the rank-15 pivoted Cholesky, 294 with 1,024 random features and 39
-    with 1,024 Nyström points (``benchmarks/cg_iterations.py``).
+    kin40k at hyperparameters tuned on 2,000 (noise :math:`0.005`), CG to GPyTorch's prediction tolerance took 587
+    iterations without a preconditioner, 448 with the rank-15 pivoted Cholesky, 299 with 1,024 random features, 67
+    with 4,096 and 39 with 1,024 Nyström points (``benchmarks/cg_iterations.py``).
 
     * **Memory** :math:`O(N\cdot\text{block} + NF)`: kernel products are computed ``block_rows`` rows at a time and
       recomputed under autograd in the backward pass (:class:`~gprf.linalg.ExactKernelLinearOperator`), as GPyTorch's
