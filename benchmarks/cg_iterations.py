@@ -13,7 +13,7 @@ do not depend on how products are computed.
 
 Run (CPU, one thread; the data sets are ``<name>.npz`` files with arrays ``x`` and ``y``)::
 
-    python benchmarks/cg_iterations.py --data-dir ../shared/data/uci --datasets kin40k,protein
+    python -m benchmarks.cg_iterations --data-dir ../shared/data/uci --datasets kin40k,protein
 
 ``--state-dir DIR`` keeps the tuned hyperparameters between runs; ``--features 1024,4096`` and ``--kinds
 iid,orthogonal,nystrom`` choose the preconditioners besides none and the pivoted Cholesky.
@@ -32,7 +32,7 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 from linear_operator import to_linear_operator
 from torch import Tensor
 
-from gprf.cli.regression_data import load_npz, regression_split
+from benchmarks.regression_data import load_npz, regression_split
 from gprf.kernels import PreconditionedKernel
 from gprf.linalg import FeatureRoot, FeatureRootPreconditioner, cg_iterations
 
