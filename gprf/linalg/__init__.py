@@ -1,13 +1,14 @@
 """The linear-algebra layer: feature-root covariances, their one decoder, and the factorisations behind them.
 
 A gprf feature kernel evaluates to a :class:`FeatureRootLinearOperator`; :func:`feature_root` reads any
-covariance built from it back as a :class:`FeatureRoot` (root, amplitude, noise, extras), and
+covariance built from it back as a :class:`FeatureRoot` (root, amplitude, noise, extras) and
+:func:`covariance_root` evaluates a module and reads its covariance back (or says why it cannot);
 :func:`factor_capacitance` is where every :math:`F\\times F` capacitance is formed and factored (in
 :class:`gprf.settings.factor_dtype`). The indefinite operators serve signed random-feature kernels.
 """
 
 from gprf.linalg.capacitance import CapacitanceFactor, factor_capacitance, weighted_sums
-from gprf.linalg.decode import feature_root
+from gprf.linalg.decode import covariance_root, feature_root
 from gprf.linalg.feature_root import FeatureRoot
 from gprf.linalg.feature_root_added_diag_operator import FeatureRootAddedDiagLinearOperator
 from gprf.linalg.feature_root_operator import FeatureRootLinearOperator
@@ -38,6 +39,7 @@ __all__ = [
     "SignedRootLinearOperator",
     "WeightSpaceCGState",
     "cg_inv_quad_logdet",
+    "covariance_root",
     "factor_capacitance",
     "feature_root",
     "indefinite_error",
