@@ -43,7 +43,8 @@ def test_scaling_multiplies_the_amplitude_and_keeps_the_root():
     assert isinstance(scaled, FeatureRootLinearOperator)
     root, scaled_root = operator.feature_root, scaled.feature_root
     assert scaled_root.source is root.source and scaled_root.inputs is root.inputs and scaled_root.versions == (4,)
-    torch.testing.assert_close(scaled_root.outputscale, root.outputscale * torch.tensor([2.0, 3.0], dtype=torch.float64))
+    factors = torch.tensor([2.0, 3.0], dtype=torch.float64)
+    torch.testing.assert_close(scaled_root.outputscale, root.outputscale * factors)
     # Exact for any sign (no square root taken): the negated matrix, e.g. in a difference of covariances.
     torch.testing.assert_close((operator * -1.0).to_dense(), -_dense(operator))
 

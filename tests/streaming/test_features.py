@@ -4,7 +4,6 @@ sums included), and the fingerprint identifies its random features and hyperpara
 from __future__ import annotations
 
 import gpytorch
-import pytest
 import torch
 from gpytorch.kernels import ScaleKernel
 
@@ -43,7 +42,8 @@ def test_fingerprint_identifies_draws_hyperparameters_noise_and_mean():
     assert fingerprint.shape == (18,) and fingerprint.dtype == torch.float64
     # The scaled root at the probe input (0.1, 0.5, 0.9), then the noise variance 0.05 and the constant mean 0.3.
     probe = torch.tensor([[0.1, 0.5, 0.9]], dtype=torch.float64)
-    torch.testing.assert_close(fingerprint[:16], covariance_root(model.covar_module, probe).scaled_features()[0].detach())
+    root = covariance_root(model.covar_module, probe).scaled_features()
+    torch.testing.assert_close(fingerprint[:16], root[0].detach())
     torch.testing.assert_close(fingerprint[16:], torch.tensor([0.05, 0.3], dtype=torch.float64))
     torch.testing.assert_close(_fingerprint(same), fingerprint, rtol=0, atol=0)
     assert fingerprint_mismatch(_fingerprint(same), fingerprint, 16) is None
