@@ -85,7 +85,7 @@ class FeatureRoot:
         if self.outputscale is None:
             return None
         amplitude = self.outputscale.sqrt()
-        return amplitude.reshape(*amplitude.shape, *(1,) * non_batch_dims)
+        return amplitude.reshape(amplitude.shape + (1,) * non_batch_dims)
 
     def scale_rows(self, values: Tensor, non_batch_dims: int = 2) -> Tensor:
         r"""``values`` times :math:`\sqrt s` (``values`` with ``non_batch_dims`` dimensions after the batch ones,

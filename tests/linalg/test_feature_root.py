@@ -31,6 +31,9 @@ def test_sizes_amplitude_and_scaled_features():
     # Without an amplitude the root is its own scaled root (no copy).
     plain = FeatureRoot(root.features)
     assert plain.amplitude() is None and plain.scaled_features() is root.features
+    # One amplitude for an unbatched root (a 0-d outputscale).
+    single = FeatureRoot(root.features[0], torch.tensor(4.0, dtype=torch.float64))
+    assert single.amplitude(0).item() == 2.0 and single.amplitude().shape == (1, 1)
 
 
 def test_scale_rows_casts_the_amplitude_to_the_values():
