@@ -152,7 +152,7 @@ class LocalizedMaclaurinKernel(MaclaurinKernel):
         self.threshold = _check_threshold(1.0 if threshold is None else threshold) if centers == "cluster" else None
 
     def root_operator(self, x: Tensor, features: Tensor) -> FeatureRootLinearOperator:
-        """The covariance with the scaled inputs attached (:attr:`FeatureRoot.inputs <gprf.linalg.FeatureRoot>`),
+        """The covariance with the scaled inputs attached (:attr:`FeatureRoot.inputs <gprf.linalg.FeatureRoot.inputs>`),
         the rows the localized strategy re-centres."""
         return FeatureRootLinearOperator(features, inputs=self.scale_inputs(x), versions=feature_versions(self))
 

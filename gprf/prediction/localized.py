@@ -86,7 +86,7 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
     Handed out by :class:`~gprf.kernels.LocalizedMaclaurinKernel`; the marginal likelihood is untouched (it
     uses the globally centred kernel). The kernel hands over the map :math:`(Z, c) \mapsto R_c(Z)` with the other
     constants; the scaled inputs :math:`Z` of the training and test points come with the covariances themselves
-    (:attr:`FeatureRoot.inputs <gprf.linalg.FeatureRoot>`), so this module never imports kernels.
+    (:attr:`FeatureRoot.inputs <gprf.linalg.FeatureRoot.inputs>`), so this module never imports kernels.
 
     Args:
         recentred_features: :math:`(Z, c) \mapsto R_c(Z)`, the real root of the same features expanded about the
