@@ -7,11 +7,12 @@ from gpytorch.distributions import MultivariateNormal as GPyTorchMultivariateNor
 from linear_operator.operators import LinearOperator
 from torch import Tensor
 
-from gprf.linalg import FeatureRootAddedDiagLinearOperator, IndefiniteGuard
+from gprf.linalg import FeatureRootAddedDiagLinearOperator, IndefiniteGuard, PreconditionedAddedDiagLinearOperator
 
-# Covariances whose own inv_quad_logdet is exact (feature roots) or raises a clear error (indefinite kernel
-# matrices, which must not reach torch's dense Cholesky and its generic "not PSD" error).
-_STRUCTURED = (FeatureRootAddedDiagLinearOperator, IndefiniteGuard)
+# Covariances whose own inv_quad_logdet is exact (feature roots), raises a clear error (indefinite kernel matrices,
+# which must not reach torch's dense Cholesky and its generic "not PSD" error), or is preconditioned CG above
+# max_cholesky_size and Cholesky below it (an exact kernel preconditioned by its random features).
+_STRUCTURED = (FeatureRootAddedDiagLinearOperator, IndefiniteGuard, PreconditionedAddedDiagLinearOperator)
 
 
 class MultivariateNormal(GPyTorchMultivariateNormal):
@@ -24,7 +25,9 @@ class MultivariateNormal(GPyTorchMultivariateNormal):
     with the flag off — BoTorch switches it off on import, because for dense kernels the fast path is a
     stochastic approximation — it factors the dense :math:`N\times N` matrix. This class takes the structured
     path for gprf covariances whatever the flag says, and behaves exactly as GPyTorch's class for every other
-    covariance. Return it from a model's ``forward`` (likelihoods and predictions keep the class):
+    covariance; for an exact kernel preconditioned by its random features
+    (:class:`~gprf.kernels.PreconditionedKernel`) that path is linear_operator's preconditioned conjugate gradients
+    above ``max_cholesky_size``. Return it from a model's ``forward`` (likelihoods and predictions keep the class):
 
     Example:
         >>> def forward(self, x):

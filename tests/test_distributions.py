@@ -1,5 +1,6 @@
-"""gprf.distributions.MultivariateNormal: the exact O(N F^2) log density of feature-root covariances under every
-linear_operator setting, GPyTorch's behaviour for everything else."""
+"""gprf.distributions.MultivariateNormal: the exact O(N F^2) log density of feature-root covariances and the
+preconditioned conjugate gradients of PreconditionedKernel covariances under every linear_operator setting,
+GPyTorch's behaviour for everything else."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import torch
 from linear_operator import settings as linop_settings
 
 import gprf
-from gprf.exceptions import LowRankStructureWarning
+from gprf.exceptions import DenseCovarianceWarning, LowRankStructureWarning
+from gprf.kernels import PreconditionedKernel
 from gprf.linalg import FeatureRootAddedDiagLinearOperator
 from gprf.testing import regression_data
 from tests.helpers.regression import make_model
@@ -80,3 +82,24 @@ def test_other_covariances_keep_gpytorch_behaviour():
         ) as dense:
             ours.log_prob(y)
     assert dense.call_count == 1
+
+
+@pytest.mark.parametrize("fast_log_prob", [True, False], ids=["gpytorch-default", "botorch-setting"])
+def test_preconditioned_exact_kernels_take_conjugate_gradients_under_every_setting(fast_log_prob):
+    # A linear kernel's random-feature root is exact, so its preconditioned CG/SLQ density is the exact one.
+    x, y = regression_data(120)
+    base = gpytorch.kernels.ScaleKernel(gpytorch.kernels.LinearKernel()).double()
+    likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
+    covariance = PreconditionedKernel(base, 8, num_dims=3, seed=0)(x)
+    distribution = gprf.distributions.MultivariateNormal(torch.zeros_like(y), covariance)
+    with (
+        linop_settings.fast_computations(log_prob=fast_log_prob),
+        gpytorch.settings.max_cholesky_size(50),
+        gpytorch.settings.cg_tolerance(1e-8),
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("error", DenseCovarianceWarning)  # never the dense 120 x 120 Cholesky
+        log_prob = likelihood(distribution).log_prob(y)
+    dense = base(x).to_dense() + likelihood.noise * torch.eye(120, dtype=torch.float64)
+    expected = torch.distributions.MultivariateNormal(torch.zeros_like(y), dense).log_prob(y)
+    torch.testing.assert_close(log_prob, expected, rtol=1e-7, atol=1e-6)

@@ -1,5 +1,5 @@
-"""GPyTorch kernels built on random feature maps, and (re-exported from :mod:`gprf.kernels.exact`) the exact kernels
-they approximate."""
+"""GPyTorch kernels built on random feature maps, (re-exported from :mod:`gprf.kernels.exact`) the exact kernels
+they approximate, and exact kernels preconditioned by them."""
 
 from gprf.kernels import exact
 from gprf.kernels.additive_feature_kernel import AdditiveFeatureKernel
@@ -27,6 +27,7 @@ from gprf.kernels.localized_maclaurin import LocalizedMaclaurinKernel
 from gprf.kernels.maclaurin import MaclaurinKernel
 from gprf.kernels.offset_polynomial_sketch import OffsetPolynomialSketchKernel
 from gprf.kernels.polynomial_sketch import PolynomialSketchKernel
+from gprf.kernels.preconditioned_kernel import PreconditionedKernel
 from gprf.kernels.quadrature import QuadratureKernel
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 from gprf.kernels.random_fourier import RandomFourierKernel
@@ -54,6 +55,7 @@ __all__ = [
     "MaclaurinKernel",
     "OffsetPolynomialSketchKernel",
     "PolynomialSketchKernel",
+    "PreconditionedKernel",
     "QuadratureKernel",
     "RandomFeatureKernel",
     "RandomFourierKernel",

@@ -1,22 +1,29 @@
 """The linear-algebra layer: feature-root covariances, their one decoder, and the factorisations behind them.
 
 A gprf feature kernel evaluates to a :class:`FeatureRootLinearOperator`; :func:`feature_root` reads any
-covariance built from it back as a :class:`FeatureRoot` (root, amplitude, noise, extras), and
+covariance built from it back as a :class:`FeatureRoot` (root, amplitude, noise, extras) and
+:func:`covariance_root` evaluates a module and reads its covariance back (or says why it cannot);
 :func:`factor_capacitance` is where every :math:`F\\times F` capacitance is formed and factored (in
-:class:`gprf.settings.factor_dtype`). The indefinite operators serve signed random-feature kernels.
+:class:`gprf.settings.factor_dtype`). The indefinite operators serve signed random-feature kernels; the exact-kernel
+operators serve :class:`gprf.kernels.PreconditionedKernel` (an exact kernel preconditioned by its random features).
 """
 
 from gprf.linalg.capacitance import CapacitanceFactor, factor_capacitance, weighted_sums
-from gprf.linalg.decode import feature_root
+from gprf.linalg.cg_iteration_count import cg_iterations
+from gprf.linalg.decode import covariance_root, feature_root
+from gprf.linalg.exact_kernel_operator import ExactKernelLinearOperator
 from gprf.linalg.feature_root import FeatureRoot
 from gprf.linalg.feature_root_added_diag_operator import FeatureRootAddedDiagLinearOperator
 from gprf.linalg.feature_root_operator import FeatureRootLinearOperator
+from gprf.linalg.feature_root_preconditioner import FeatureRootPreconditioner
 from gprf.linalg.indefinite_dense_added_diag_operator import IndefiniteDenseAddedDiagLinearOperator
 from gprf.linalg.indefinite_dense_operator import IndefiniteDenseLinearOperator
 from gprf.linalg.indefinite_guard import IndefiniteGuard, indefinite_error
 from gprf.linalg.indefinite_posterior_covariance import IndefinitePosteriorCovariance
 from gprf.linalg.lazy_features import LazyFeatures
 from gprf.linalg.nystrom_preconditioner import NystromPreconditioner
+from gprf.linalg.preconditioned_added_diag_operator import PreconditionedAddedDiagLinearOperator
+from gprf.linalg.ritz_inverse import ritz_inverse_root
 from gprf.linalg.signed_root_added_diag_operator import SignedRootAddedDiagLinearOperator
 from gprf.linalg.signed_root_operator import SignedRootLinearOperator
 from gprf.linalg.weight_space_cg import CGTerms, WeightSpaceCGState, cg_inv_quad_logdet
@@ -25,22 +32,28 @@ from gprf.linalg.weighted_gram import symmetric_gram, weighted_gram, weighted_gr
 __all__ = [
     "CGTerms",
     "CapacitanceFactor",
+    "ExactKernelLinearOperator",
     "FeatureRoot",
     "FeatureRootAddedDiagLinearOperator",
     "FeatureRootLinearOperator",
+    "FeatureRootPreconditioner",
     "IndefiniteDenseAddedDiagLinearOperator",
     "IndefiniteDenseLinearOperator",
     "IndefiniteGuard",
     "IndefinitePosteriorCovariance",
     "LazyFeatures",
     "NystromPreconditioner",
+    "PreconditionedAddedDiagLinearOperator",
     "SignedRootAddedDiagLinearOperator",
     "SignedRootLinearOperator",
     "WeightSpaceCGState",
     "cg_inv_quad_logdet",
+    "cg_iterations",
+    "covariance_root",
     "factor_capacitance",
     "feature_root",
     "indefinite_error",
+    "ritz_inverse_root",
     "symmetric_gram",
     "weighted_gram",
     "weighted_gram_projection",

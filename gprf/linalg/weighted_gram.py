@@ -90,11 +90,10 @@ def weighted_gram(root: Tensor, noise: Tensor) -> Tensor:
 
 def _add_outer(base: Tensor, left: Tensor, right_t: Tensor) -> Tensor:
     """``base + left @ right_t`` accumulated in place by BLAS (one pass over ``base``, no temporary)."""
-    flat = base.reshape(-1, *base.shape[-2:])
-    # The batch count spelled out: an inner size of 0 (no right-hand sides, a log-determinant alone) leaves the
-    # factors without elements, whose batch a -1 could not infer.
-    count = flat.size(0)
-    flat.baddbmm_(left.reshape(count, *left.shape[-2:]), right_t.reshape(count, *right_t.shape[-2:]))
+    # An explicit batch size: reshape(-1, ...) is ambiguous for empty operands (e.g. a right-hand side of no columns).
+    batch = base.shape[:-2].numel()
+    flat = base.reshape(batch, *base.shape[-2:])
+    flat.baddbmm_(left.reshape(batch, *left.shape[-2:]), right_t.reshape(batch, *right_t.shape[-2:]))
     return flat.view(base.shape)
 
 

@@ -299,6 +299,41 @@ def test_fixed_outputscale_and_zero_mean():
     assert abs(float(_gpytorch_gradients(mll)["noise"])) < GRADIENT_TOLERANCE
 
 
+def _nested_scale_kernel() -> ScaleKernel:
+    inner = ScaleKernel(RandomFourierKernel(32, num_dims=3, ard_num_dims=3, seed=0))
+    inner.outputscale = 2.5  # a fixed amplitude beneath the fitted outputscale
+    return ScaleKernel(inner)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        _nested_scale_kernel,
+        lambda: ScaleKernel(RandomFourierKernel(32, num_dims=2, seed=0), active_dims=[0, 2]),
+        lambda: ScaleKernel(RandomFourierKernel(32, num_dims=2, active_dims=[0, 2], seed=0)),
+    ],
+    ids=["nested-scale-kernels", "outer-active-dims", "inner-active-dims"],
+)
+def test_the_amplitude_beneath_the_fitted_outputscale_stays_fixed(build):
+    x, y = regression_data(n=50)
+    kernel = build()
+    model = ExactGPModel(x, y, GaussianLikelihood(), kernel).double()
+    inner = kernel.base_kernel
+    fixed_before = inner.outputscale.detach().clone() if isinstance(inner, ScaleKernel) else None
+    mll = _mll(model)
+    with torch.no_grad():
+        before = _gpytorch_value(mll)
+    result = fit_scale_hyperparameters(mll)
+    torch.testing.assert_close(result.mll_before, before, rtol=VALUE_RTOL, atol=0)
+    with torch.no_grad():
+        torch.testing.assert_close(result.mll_after, _gpytorch_value(mll), rtol=VALUE_RTOL, atol=0)
+    assert float(result.mll_after) > float(before) + 0.1
+    for name, gradient in _gpytorch_gradients(mll).items():
+        assert gradient.abs().max() < GRADIENT_TOLERANCE, (name, gradient)
+    if fixed_before is not None:
+        torch.testing.assert_close(inner.outputscale.detach(), fixed_before, rtol=0, atol=0)
+
+
 def test_other_means_are_a_fixed_offset():
     x, y = regression_data(n=50)
     y = y + 2 * x[:, 0]

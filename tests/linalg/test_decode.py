@@ -9,7 +9,7 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from gprf.exceptions import LowRankStructureWarning
 from gprf.kernels import RandomFourierKernel
-from gprf.linalg import FeatureRootAddedDiagLinearOperator, FeatureRootLinearOperator, feature_root
+from gprf.linalg import FeatureRootAddedDiagLinearOperator, FeatureRootLinearOperator, covariance_root, feature_root
 from gprf.testing import regression_data
 from tests.helpers.regression import make_model
 
@@ -40,6 +40,26 @@ def test_covariances_without_a_feature_root_decode_to_none():
     with pytest.warns(LowRankStructureWarning, match="dense"):
         mixed = RandomFourierKernel(16, num_dims=3, seed=0).double() + RBFKernel().double()
     assert feature_root(mixed(x)) is None
+
+
+def test_covariance_root_evaluates_a_module_and_decodes_it():
+    x, y = regression_data(n=20)
+    model = make_model(x, y, num_features=16)
+    expected = feature_root(model.covar_module(x))
+    for module in (model.covar_module, model.forward):  # a kernel, or a module whose value is a distribution
+        root = covariance_root(module, x)
+        torch.testing.assert_close(root.features, expected.features, rtol=0, atol=0)
+        torch.testing.assert_close(root.outputscale, expected.outputscale, rtol=0, atol=0)
+
+
+def test_covariance_root_of_a_module_without_one_is_a_type_error():
+    x, _ = regression_data(n=10)
+    with pytest.raises(TypeError, match="ScaleKernel did not evaluate to a feature root"):
+        covariance_root(ScaleKernel(RBFKernel()).double(), x)
+    with pytest.warns(LowRankStructureWarning, match="dense"):
+        mixed = RandomFourierKernel(16, num_dims=3, seed=0).double() + RBFKernel().double()
+    with pytest.raises(TypeError, match="not a dense kernel or a sum with one"):
+        covariance_root(mixed, x)
 
 
 def test_versions_follow_the_draws():

@@ -174,7 +174,9 @@ class TestFeatureRootAddedDiagOperatorCase(LinearOperatorTestCase, unittest.Test
     should_test_sample = True
 
     def create_linear_op(self):
-        operator = FeatureRootLinearOperator(torch.randn(*self.batch_shape, 5, 2), 0.5 + torch.rand(self.batch_shape))
+        operator = FeatureRootLinearOperator(
+            torch.randn(*self.batch_shape, 5, 2), outputscale=0.5 + torch.rand(self.batch_shape)
+        )
         return operator.add_diagonal(0.5 + torch.rand(*self.batch_shape, 5))
 
     def evaluate_linear_op(self, linear_op):
@@ -200,7 +202,9 @@ class TestFeatureRootAddedConstantNoiseOperatorCase(TestFeatureRootAddedDiagOper
     batch_shape = (3,)
 
     def create_linear_op(self):
-        operator = FeatureRootLinearOperator(torch.randn(*self.batch_shape, 5, 2), 0.5 + torch.rand(self.batch_shape))
+        operator = FeatureRootLinearOperator(
+            torch.randn(*self.batch_shape, 5, 2), outputscale=0.5 + torch.rand(self.batch_shape)
+        )
         return operator.add_diagonal(0.5 + torch.rand(*self.batch_shape, 1))
 
     def _assert_eigenpairs(self, evaluated, evals, evecs, expected_evals, tolerances):

@@ -3,6 +3,7 @@ linear_operator's LinearOperatorTestCase (of full rank) and RectangularLinearOpe
 
 from __future__ import annotations
 
+import dataclasses
 import unittest
 
 import pytest
@@ -19,7 +20,7 @@ def _operator(batch=(2,), n=6, f=4, with_inputs=True):
     features = torch.randn(*batch, n, f, generator=generator, dtype=torch.float64)
     outputscale = 0.5 + torch.rand(*batch, generator=generator, dtype=torch.float64)
     inputs = torch.randn(*batch, n, 3, generator=generator, dtype=torch.float64) if with_inputs else None
-    return FeatureRootLinearOperator(features, outputscale, inputs, versions=(4,))
+    return FeatureRootLinearOperator(features, outputscale=outputscale, inputs=inputs, versions=(4,))
 
 
 def _dense(operator):
@@ -43,8 +44,10 @@ def test_scaling_multiplies_the_amplitude_and_keeps_the_root():
     operator = _operator()
     scaled = operator.mul(torch.tensor([2.0, 3.0], dtype=torch.float64).view(2, 1, 1))  # as ScaleKernel does
     assert isinstance(scaled, FeatureRootLinearOperator)
-    assert scaled.features is operator.features and scaled.inputs is operator.inputs and scaled.versions == (4,)
-    torch.testing.assert_close(scaled.outputscale, operator.outputscale * torch.tensor([2.0, 3.0], dtype=torch.float64))
+    root, scaled_root = operator.feature_root, scaled.feature_root
+    assert scaled_root.source is root.source and scaled_root.inputs is root.inputs and scaled_root.versions == (4,)
+    factors = torch.tensor([2.0, 3.0], dtype=torch.float64)
+    torch.testing.assert_close(scaled_root.outputscale, root.outputscale * factors)
     # Exact for any sign (no square root taken): the negated matrix, e.g. in a difference of covariances.
     torch.testing.assert_close((operator * -1.0).to_dense(), -_dense(operator))
 
@@ -79,9 +82,21 @@ def test_other_indexing_is_exact_without_the_hand_off():
 def test_linear_operator_rebuilds_keep_every_part():
     operator = _operator()
     for rebuilt in (operator.clone(), operator.detach(), operator.to(torch.float32), operator.evaluate_kernel()):
-        assert isinstance(rebuilt, FeatureRootLinearOperator) and rebuilt.versions == (4,)
-        assert rebuilt.inputs is not None and rebuilt.outputscale is not None
+        root = rebuilt.feature_root
+        assert isinstance(rebuilt, FeatureRootLinearOperator) and root.versions == (4,)
+        assert root.inputs is not None and root.outputscale is not None
         torch.testing.assert_close(rebuilt.to_dense().double(), _dense(operator), rtol=1e-6, atol=1e-6)
+
+
+def test_the_hand_off_round_trips_and_noise_is_refused():
+    operator = _operator()
+    root = operator.feature_root
+    again = FeatureRootLinearOperator.from_root(root).feature_root
+    for part in dataclasses.fields(root):
+        value, expected = getattr(again, part.name), getattr(root, part.name)
+        assert torch.equal(value, expected) if torch.is_tensor(expected) else value == expected, part.name
+    with pytest.raises(ValueError, match="add_diagonal"):
+        FeatureRootLinearOperator(operator.feature_root.source, noise=torch.ones(2, 6, dtype=torch.float64))
 
 
 @pytest.mark.parametrize(
@@ -123,7 +138,9 @@ class TestFeatureRootOperatorCase(LinearOperatorTestCase, unittest.TestCase):
     def create_linear_op(self):
         features = torch.randn(*self.batch_shape, 5, 8)
         outputscale = 0.5 + torch.rand(self.batch_shape)
-        return FeatureRootLinearOperator(features, outputscale, torch.randn(*self.batch_shape, 5, 3), versions=(4,))
+        return FeatureRootLinearOperator(
+            features, outputscale=outputscale, inputs=torch.randn(*self.batch_shape, 5, 3), versions=(4,)
+        )
 
     def evaluate_linear_op(self, linear_op):
         return _evaluate(linear_op)
@@ -148,7 +165,7 @@ class TestLowRankFeatureRootOperatorCase(RectangularLinearOperatorTestCase, unit
     seed = 3
 
     def create_linear_op(self):
-        return FeatureRootLinearOperator(torch.randn(2, 3, 5, 2), 0.5 + torch.rand(2, 3))
+        return FeatureRootLinearOperator(torch.randn(2, 3, 5, 2), outputscale=0.5 + torch.rand(2, 3))
 
     def evaluate_linear_op(self, linear_op):
         return _evaluate(linear_op)

@@ -236,7 +236,7 @@ def test_fantasies_are_rejected_and_fallback_is_loud():
         model.get_fantasy_model(x[:2] + 0.1, y[:2])
     strategy = model.prediction_strategy
     root = feature_root(model.covar_module(x[:3]))
-    plain = FeatureRootLinearOperator(root.features, root.outputscale, versions=root.versions)  # nothing to re-centre
+    plain = FeatureRootLinearOperator(root.features, outputscale=root.outputscale, versions=root.versions)  # no inputs
     with pytest.warns(DispatchFallbackWarning, match="global feature-space"):
         strategy.exact_prediction(
             torch.zeros(3, dtype=torch.float64), plain, model.covar_module(x[:3], x).evaluate_kernel()

@@ -10,7 +10,8 @@ import torch
 from gpytorch.kernels import ScaleKernel
 from torch.utils.data import DataLoader, TensorDataset
 
-from gprf.streaming import StreamingFit, iterate_chunks, model_root
+from gprf.linalg import covariance_root
+from gprf.streaming import StreamingFit, iterate_chunks
 from gprf.testing import regression_data
 from tests.helpers.regression import make_model, optimizer_step
 from tests.streaming.conftest import NUM_TRAIN, assert_streamed_matches_in_memory, in_memory_prediction
@@ -33,7 +34,7 @@ def test_statistics_are_float64_sums_independent_of_chunking(dtype):
         for name in ("gram", "rhs", "quadratic", "log_noise", "num_data"):
             torch.testing.assert_close(getattr(other, name), getattr(whole, name), rtol=1e-12, atol=1e-10)
     # The definitions, densely: G = R^T R / s2, b = R^T (y - mu) / s2.
-    root = model_root(model.covar_module, x).scaled_features().double()
+    root = covariance_root(model.covar_module, x).scaled_features().double()
     residual = (y - model.mean_module(x)).double().detach()
     noise = model.likelihood.noise.detach().double()
     torch.testing.assert_close(whole.gram, root.mT @ root / noise, rtol=1e-12, atol=1e-10)

@@ -1,16 +1,14 @@
-"""gprf.streaming.features: the feature root of a model's covariance module (active_dims and feature sums included)
-and the fingerprint that identifies its random features and hyperparameters."""
+"""gprf.streaming.features: streaming reads a model's covariance module as the model does (active_dims and feature
+sums included), and the fingerprint identifies its random features and hyperparameters."""
 
 from __future__ import annotations
 
 import gpytorch
-import pytest
 import torch
 from gpytorch.kernels import ScaleKernel
 
 from gprf.kernels import FeatureSumKernel, RandomFourierKernel
-from gprf.linalg import feature_root
-from gprf.streaming import model_root
+from gprf.linalg import covariance_root
 from gprf.streaming.features import likelihood_noise, model_fingerprint
 from gprf.streaming.statistics import fingerprint_mismatch
 from gprf.testing import ExactGPModel, regression_data
@@ -32,16 +30,6 @@ def test_active_dims_and_feature_sums():
         assert_streamed_matches_in_memory(model, x, y, test_x)
 
 
-def test_model_root_is_the_decoded_root_or_a_clear_error():
-    x, y = regression_data(n=20)
-    model = make_model(x, y, num_features=16)
-    root = model_root(model.covar_module, x)
-    expected = feature_root(model.covar_module(x))
-    torch.testing.assert_close(root.scaled_features(), expected.scaled_features(), rtol=0, atol=0)
-    with pytest.raises(TypeError, match="did not evaluate to a feature root"):
-        model_root(ScaleKernel(gpytorch.kernels.RBFKernel()).double(), x)
-
-
 def _fingerprint(model) -> torch.Tensor:
     return model_fingerprint(
         model.covar_module, 3, torch.float64, torch.device("cpu"), model.mean_module, model.likelihood
@@ -55,7 +43,8 @@ def test_fingerprint_identifies_draws_hyperparameters_noise_and_mean():
     assert fingerprint.shape == (18,) and fingerprint.dtype == torch.float64
     # The scaled root at the probe input (0.1, 0.5, 0.9), then the noise variance 0.05 and the constant mean 0.3.
     probe = torch.tensor([[0.1, 0.5, 0.9]], dtype=torch.float64)
-    torch.testing.assert_close(fingerprint[:16], model_root(model.covar_module, probe).scaled_features()[0].detach())
+    root = covariance_root(model.covar_module, probe).scaled_features()
+    torch.testing.assert_close(fingerprint[:16], root[0].detach())
     torch.testing.assert_close(fingerprint[16:], torch.tensor([0.05, 0.3], dtype=torch.float64))
     torch.testing.assert_close(_fingerprint(same), fingerprint, rtol=0, atol=0)
     assert fingerprint_mismatch(_fingerprint(same), fingerprint, 16) is None

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gprf.streaming import StreamingFit, SufficientStatistics, iterate_chunks, model_root
+from gprf.linalg import covariance_root
+from gprf.streaming import StreamingFit, SufficientStatistics, iterate_chunks
 from gprf.testing import regression_data
 from tests.helpers.regression import make_model
 from tests.streaming.conftest import NUM_TRAIN
@@ -17,7 +18,7 @@ def test_log_marginal_likelihood_matches_dense_gaussian(float64):
     model = make_model(x, y, num_features=32)
     statistics = StreamingFit.from_model(model).fit(iterate_chunks(x, y, chunk_size=64)).statistics
     with torch.no_grad():
-        root = model_root(model.covar_module, x).scaled_features()
+        root = covariance_root(model.covar_module, x).scaled_features()
         covariance = root @ root.mT + model.likelihood.noise * torch.eye(NUM_TRAIN)
         expected = torch.distributions.MultivariateNormal(model.mean_module(x), covariance).log_prob(y)
     torch.testing.assert_close(statistics.log_marginal_likelihood(), expected, rtol=1e-10, atol=1e-8)
@@ -39,7 +40,7 @@ def test_posterior_is_the_dense_weight_posterior():
     model = make_model(x, y, num_features=16)
     statistics = StreamingFit.from_model(model).update(x, y).statistics
     with torch.no_grad():
-        root = model_root(model.covar_module, x).scaled_features()
+        root = covariance_root(model.covar_module, x).scaled_features()
         noise = model.likelihood.noise
         capacitance = torch.eye(16, dtype=torch.float64) + root.mT @ root / noise
         rhs = root.mT @ (y - model.mean_module(x)) / noise
