@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import unittest
 
+import linear_operator
 import pytest
 import torch
 from linear_operator.operators import ConstantDiagLinearOperator, DiagLinearOperator, LowRankRootLinearOperator
@@ -134,6 +135,14 @@ class TestFeatureRootOperatorCase(LinearOperatorTestCase, unittest.TestCase):
     batch_shape = ()
     # The root decomposition is the feature root itself: no Lanczos iteration is run.
     should_call_lanczos = False
+
+    def setUp(self):
+        # linear_operator solves by conjugate gradients (which the case checks is called) only while fast solves are
+        # on; importing BoTorch, as other tests in the same process do, switches them off by default.
+        fast_solves = linear_operator.settings.fast_computations(solves=True)
+        fast_solves.__enter__()
+        self.addCleanup(fast_solves.__exit__, None, None, None)
+        super().setUp()
 
     def create_linear_op(self):
         features = torch.randn(*self.batch_shape, 5, 8)
