@@ -152,6 +152,22 @@ def fit_mll(
     seed = resolve_seed(seed)
     progress = check_flag(progress, "progress")
     callback = check_callback(callback)
+    # An exact model preconditioned by random features is tuned through them (the route runs this recipe).
+    from gprf.fitting.exact_route import fit_exact_mll, holds_preconditioned_kernel
+
+    if holds_preconditioned_kernel(model):
+        return fit_exact_mll(
+            mll,
+            time_budget=time_budget,
+            tune_features=tune_features,
+            tune_rows=tune_rows,
+            tune_steps=tune_steps,
+            lr=lr,
+            finish_steps=finish_steps,
+            seed=seed,
+            progress=progress,
+            callback=callback,
+        )
     clock = _Clock(time_budget, callback)
     report = _reporter(progress)
     num_rows = model.train_targets.size(-1)
