@@ -147,7 +147,7 @@ def test_option_types():
         (["--data-dir", "{data}", "--datasets", "smooth,nope"], "argument --datasets: no file nope.npz/.csv in"),
         (["--data-dir", "{bad}"], "argument --data-dir: broken.csv: line 3 of"),
         (["--datasets", "nope"], "argument --datasets: no built-in dataset 'nope'"),
-        (["--methods", "exact,gp"], "argument --methods: unknown method(s) 'gp'; choose from exact, exact-start, exact-warm, sgpr"),
+        (["--methods", "exact,gp"], "argument --methods: unknown method(s) 'gp'; choose from exact, exact-start"),
         (["--gprf-features", "64,7"], "argument --gprf-features: expected an even feature count"),
         (["--plot", "{tmp}/nowhere/p.png"], "argument --plot: folder"),
     ],
