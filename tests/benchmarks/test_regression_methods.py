@@ -25,10 +25,11 @@ from benchmarks.regression_methods import (
     run_contender,
 )
 from gprf.cli.data import Split
-from gprf.kernels import PreconditionedKernel, RandomFourierKernel
+from gprf.kernels import RandomFourierKernel
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 CPU = torch.device("cpu")
+SENSIBLY_STARTED = ["exact-start", "exact-warm", "gprf-exact"]
 
 
 @pytest.fixture
@@ -66,11 +67,11 @@ def test_sizes_are_capped_at_the_training_rows():
 
 def test_every_method_but_the_sensible_starts_starts_from_gpytorch_initial_hyperparameters_at_its_size(split):
     sizes, softplus0 = Sizes(16, 8, 32, 12, "random_features"), math.log(2.0)
-    for method in (method for method in METHODS if method not in ("exact-start", "exact-warm")):
+    for method in (method for method in METHODS if method not in SENSIBLY_STARTED):
         contender = build_contender(method, split, sizes, 24, seed=3)
         model = contender.model
         kernel = model.covar_module
-        scale = kernel.base_kernel if isinstance(kernel, (InducingPointKernel, PreconditionedKernel)) else kernel
+        scale = kernel.base_kernel if isinstance(kernel, InducingPointKernel) else kernel
         assert model.mean_module.constant.item() == 0.0
         assert scale.outputscale.item() == pytest.approx(softplus0)
         torch.testing.assert_close(scale.base_kernel.lengthscale, torch.full((1, 2), softplus0, dtype=torch.float64))
@@ -81,19 +82,20 @@ def test_every_method_but_the_sensible_starts_starts_from_gpytorch_initial_hyper
             base = scale.base_kernel
             assert isinstance(base, RandomFourierKernel) and base.feature_map.num_features == 24
             assert base.feature_map.sampler == "orthogonal"
-        if method == "gprf-exact":
-            assert kernel.num_features == 12 and kernel.preconditioner == "random_features"
-            assert kernel.block_rows == 60  # the kernel matrix kept whole, as GPyTorch keeps the exact GP's
         if method in ("sgpr", "svgp"):
             inducing = kernel.inducing_points if method == "sgpr" else model.variational_strategy.inducing_points
             assert inducing.shape == (16, 2)
             assert all((split.train_x == z).all(-1).any() for z in inducing)  # seeded training rows
 
 
-@pytest.mark.parametrize("method", ["exact-start", "exact-warm"])
+@pytest.mark.parametrize("method", SENSIBLY_STARTED)
 def test_the_sensible_start_is_lengthscale_one_outputscale_one_noise_a_tenth(split, method):
-    contender = build_contender(method, split, Sizes(16, 8, 32), None, seed=3)
+    contender = build_contender(method, split, Sizes(16, 8, 32, 12, "random_features"), None, seed=3)
     kernel = contender.model.covar_module
+    if method == "gprf-exact":
+        assert kernel.num_features == 12 and kernel.preconditioner == "random_features"
+        assert kernel.block_rows == 60  # the kernel matrix kept whole, as GPyTorch keeps the exact GP's
+        kernel = kernel.base_kernel
     assert SENSIBLE_START == {"lengthscale": 1.0, "outputscale": 1.0, "noise": 0.1}
     torch.testing.assert_close(kernel.base_kernel.lengthscale, torch.ones(1, 2, dtype=torch.float64))
     assert kernel.outputscale.item() == pytest.approx(1.0) and contender.noise() == pytest.approx(0.1)
