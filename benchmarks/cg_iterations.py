@@ -13,7 +13,7 @@ do not depend on how products are computed.
 
 Run (CPU, one thread; the data sets are ``<name>.npz`` files with arrays ``x`` and ``y``)::
 
-    python benchmarks/cg_iterations.py --data-dir ../shared/data/uci --datasets kin40k,protein
+    python -m benchmarks.cg_iterations --data-dir ../shared/data/uci --datasets kin40k,protein
 
 ``--state-dir DIR`` keeps the tuned hyperparameters between runs; ``--features 1024,4096`` and ``--kinds
 iid,orthogonal,nystrom`` choose the preconditioners besides none and the pivoted Cholesky.

@@ -6,7 +6,7 @@ Protocol as ``benchmarks/cg_iterations.py`` (its tuned hyperparameters are reuse
 conditioned on the first ``--rows`` training rows, so that the exact variances can be computed by Cholesky, and
 predicts the first ``--test-rows`` test rows. Run (CPU, one thread)::
 
-    python benchmarks/fast_variances.py --data-dir ../shared/data/uci --datasets kin40k --state-dir STATE
+    python -m benchmarks.fast_variances --data-dir ../shared/data/uci --datasets kin40k --state-dir STATE
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import gpytorch
 import torch
-from cg_iterations import ExactGP, tune_on_subsample
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
-from gprf.cli.regression_data import load_npz, regression_split
+from benchmarks.cg_iterations import ExactGP, tune_on_subsample
+from benchmarks.regression_data import load_npz, regression_split
 from gprf.kernels import PreconditionedKernel
 
 

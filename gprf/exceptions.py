@@ -54,6 +54,6 @@ class NonFiniteTrainingDataError(ValueError):
     """Training inputs, targets or noise variances hold NaN or infinite values (their count is in the message)."""
 
 
-class DenseCovarianceWarning(UserWarning):
+class DenseCovarianceWarning(GPRFWarning):
     """The training covariance of an exact kernel that gprf evaluates lazily (``PreconditionedKernel``) is formed as a
     dense N x N matrix above linear_operator's ``max_cholesky_size`` (correct, but O(N^2) memory and O(N^3) time)."""

@@ -17,7 +17,7 @@ from torch import Size, Tensor
 
 from gprf.botorch.frozen import frozen_copy
 from gprf.kernels import RandomFeatureKernel, is_feature_kernel, unwrap_scale_kernel
-from gprf.linalg import feature_root
+from gprf.linalg import covariance_root
 
 
 class IdentityTransform(torch.nn.Module):
@@ -51,7 +51,7 @@ class KernelRootFeatureMap(PathwiseFeatureMap):
     its hyperparameters (:func:`~gprf.botorch.frozen.frozen_copy`) — so that sample paths built on it keep the draw
     they were made with: a later ``resample_features()`` or hyperparameter change of ``kernel`` does not reach them
     (build a new map, or draw new paths, to follow it). It evaluates the copy as GPyTorch does (``active_dims``,
-    lengthscales) and reads the root back through :func:`gprf.linalg.feature_root`; nothing random is added.
+    lengthscales) and reads the root back through :func:`gprf.linalg.covariance_root`; nothing random is added.
     ``output_transform`` is the identity, so that a caller can chain an outputscale onto it as BoTorch's
     generators do. With ``num_inputs`` (the columns of the model's transformed training inputs), points of another
     width are refused with an error that says so.
@@ -71,7 +71,7 @@ class KernelRootFeatureMap(PathwiseFeatureMap):
                 f"Sample paths of this model take points of shape (..., n, {self.num_inputs}) (the width of its "
                 f"training inputs), got {tuple(x.shape)}; pass candidates with {self.num_inputs} columns."
             )
-        return feature_root(self.kernel(x)).scaled_features()
+        return covariance_root(self.kernel, x).scaled_features()
 
     @property
     def num_outputs(self) -> int:

@@ -47,7 +47,7 @@ from gprf.botorch.matheron import feature_space_update_weights
 from gprf.botorch.paths import SharedFeatureMatheronPath
 from gprf.botorch.prior import path_weights
 from gprf.kernels import is_feature_kernel, unwrap_scale_kernel
-from gprf.linalg import feature_root
+from gprf.linalg import covariance_root, feature_root
 from gprf.settings import feature_chunk_size
 
 
@@ -83,7 +83,7 @@ class TaskRootFeatureMap(PathwiseFeatureMap):
     def forward(self, x: Tensor) -> Tensor:
         self.check_width(x)
         _check_eval(self.model)
-        return feature_root(self.model.forward(x).lazy_covariance_matrix).scaled_features()
+        return covariance_root(self.model.forward, x).scaled_features()
 
     @property
     def num_outputs(self) -> int:

@@ -40,7 +40,7 @@ from torch.nn import Module
 from gprf.botorch.features import KernelRootFeatureMap
 from gprf.botorch.frozen import frozen_copy
 from gprf.kernels import is_feature_kernel
-from gprf.linalg import feature_root
+from gprf.linalg import covariance_root
 from gprf.settings import factor_dtype
 
 
@@ -100,7 +100,7 @@ def weight_space_update(
         target_values = get_train_targets(model, transformed=True)
     dtype = factor_dtype.value()
     with torch.no_grad():  # a drawn path keeps its values (gprf.botorch.frozen)
-        root = feature_root(kernel(points))
+        root = covariance_root(kernel, points)
         phi = root.features.to(dtype)  # batch x N x F
         noise = observation_noise(likelihood, points, noise_covariance).to(dtype).expand(phi.shape[:-1])
 

@@ -12,6 +12,7 @@ from gprf.conversion import composites, leaves  # noqa: F401
 from gprf.conversion.budget import Budget, BudgetOverride
 from gprf.conversion.registry import Context, translate
 from gprf.features import FOURIER_SAMPLERS, SKETCHES
+from gprf.kernels.preconditioned_kernel import register_random_features
 
 
 def random_features(
@@ -89,3 +90,7 @@ def random_features(
     budget_rule.check_all_used(context._paths)
     reference = next(iter(kernel.parameters()), None)
     return result.to(reference) if isinstance(reference, torch.Tensor) else result
+
+
+# PreconditionedKernel builds its preconditioner's root with this function (gprf.kernels cannot import it back).
+register_random_features(random_features)

@@ -27,6 +27,8 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
@@ -35,7 +37,6 @@ from gpytorch.models import ExactGP
 
 from gprf.exceptions import FitFallbackWarning
 from gprf.fitting.end_point import NUMERICAL_FAILURES, parameter_values, restore_parameter_values
-from gprf.fitting.recipe import _Clock, _loss, _project_onto_bounds, _reporter, fit_mll
 from gprf.kernels.preconditioned_kernel import PreconditionedKernel
 
 #: The largest share of ``time_budget`` the surrogate stage may take; the exact steps get the rest.
@@ -49,50 +50,64 @@ def holds_preconditioned_kernel(model: ExactGP) -> bool:
     return any(isinstance(module, PreconditionedKernel) for module in model.covar_module.modules())
 
 
+class Clock(Protocol):
+    """The fit's wall clock (``gprf.fitting.recipe``'s): the time budget, and callbacks not counted in it."""
+
+    budget: float | None
+
+    @property
+    def elapsed(self) -> float: ...
+
+    def left(self) -> float: ...
+
+    def checkpoint(self, stage: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class ExactSteps:
+    """What the exact steps share with :func:`gprf.fit_mll`'s recipe: its clock (started with the fit), its progress
+    reporter ``report(stage, loss)``, its loss ``loss(mll)`` (negative marginal likelihood, raw parameters projected
+    into their bounds first) and that projection ``project_onto_bounds(mll)``."""
+
+    clock: Clock
+    report: Callable[..., None]
+    loss: Callable[[ExactMarginalLogLikelihood], torch.Tensor]
+    project_onto_bounds: Callable[[ExactMarginalLogLikelihood], None]
+
+
 def fit_exact_mll(
     mll: ExactMarginalLogLikelihood,
+    fit_surrogate: Callable[..., ExactMarginalLogLikelihood],
+    steps: ExactSteps,
     *,
-    time_budget: float | None,
-    tune_features: int | None,
-    tune_rows: int | None,
-    tune_steps: int,
     lr: float,
     finish_steps: int | None,
-    seed: int,
-    progress: bool,
-    callback: Callable[[str, float], None] | None,
 ) -> ExactMarginalLogLikelihood:
-    """The exact route of :func:`gprf.fit_mll` (its options already checked): the random-feature surrogate's recipe,
-    then exact Adam steps (``finish_steps`` of them; ``None``: while the budget lasts, or
+    """The exact route of :func:`gprf.fit_mll` (its options already checked): ``fit_surrogate(mll, time_budget=,
+    callback=)`` (the random-feature recipe with the tuning options) on the surrogate, then exact Adam
+    steps with learning rate ``lr`` (``finish_steps`` of them; ``None``: while the budget lasts, or
     :data:`DEFAULT_EXACT_STEPS` without a budget). Returns ``mll`` in eval mode.
 
     Raises:
         TypeError: The likelihood is not a ``GaussianLikelihood`` or ``FixedNoiseGaussianLikelihood``.
     """
     _check_likelihood(mll)
-    clock = _Clock(time_budget, callback)
-    report = _reporter(progress)
-    surrogate_budget = None if time_budget is None else SURROGATE_SHARE * time_budget
+    clock = steps.clock
+    budget = clock.budget
     with random_feature_surrogate(mll.model):
-        fit_mll(
+        fit_surrogate(
             mll,
-            time_budget=surrogate_budget,
-            tune_features=tune_features,
-            tune_rows=tune_rows,
-            tune_steps=tune_steps,
-            lr=lr,
-            seed=seed,
-            progress=progress,
+            time_budget=None if budget is None else SURROGATE_SHARE * budget,
             callback=lambda stage, _: clock.checkpoint(stage),
         )
-    steps = finish_steps
-    if steps is None:
-        steps = DEFAULT_EXACT_STEPS if time_budget is None else math.inf
-    _exact_adam(mll, steps, lr, clock, lambda step, loss: report(f"exact {step} (full data, CG)", loss))
+    count = finish_steps
+    if count is None:
+        count = DEFAULT_EXACT_STEPS if budget is None else math.inf
+    _exact_adam(mll, count, lr, steps)
     clock.checkpoint("exact")
     mll.train()  # drops prediction caches built at other hyperparameters
     mll.eval()
-    report(f"done in {clock.elapsed:.1f} s", None)
+    steps.report(f"done in {clock.elapsed:.1f} s", None)
     return mll
 
 
@@ -131,13 +146,7 @@ def _preconditioned_places(module: torch.nn.Module) -> Iterator[tuple[torch.nn.M
             yield from _preconditioned_places(child)
 
 
-def _exact_adam(
-    mll: ExactMarginalLogLikelihood,
-    steps: float,
-    lr: float,
-    clock: _Clock,
-    report: Callable[[int, torch.Tensor], None],
-) -> None:
+def _exact_adam(mll: ExactMarginalLogLikelihood, count: float, lr: float, steps: ExactSteps) -> None:
     """Adam steps on the exact marginal likelihood while the time left covers the longest step so far.
 
     A step whose evaluation fails numerically (a preconditioner that does not factor, a non-finite loss) ends the
@@ -148,14 +157,15 @@ def _exact_adam(
     optimizer = torch.optim.Adam(parameters, lr=lr)
     mll.train()
     longest, evaluated = 0.0, None
+    clock = steps.clock
     for step in itertools.count(1):
-        if step > steps or clock.left() <= longest:
+        if step > count or clock.left() <= longest:
             break
         begin = time.perf_counter()
         point = parameter_values(mll)
         optimizer.zero_grad(set_to_none=True)
         try:
-            loss = _loss(mll)
+            loss = steps.loss(mll)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"the marginal likelihood is {loss.item()}")
             loss.backward()
@@ -172,7 +182,7 @@ def _exact_adam(
             break
         evaluated = point
         optimizer.step()
-        _project_onto_bounds(mll)
+        steps.project_onto_bounds(mll)
         longest = max(longest, time.perf_counter() - begin)
-        report(step, loss)
+        steps.report(f"exact {step} (full data, CG)", loss)
         clock.checkpoint(f"exact {step}")

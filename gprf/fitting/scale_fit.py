@@ -29,7 +29,8 @@ from torch import Tensor
 from gprf._checks import check_positive_int
 from gprf.fitting.scale_statistics import ScaleStatistics
 from gprf.kernels.feature_kernel import is_feature_kernel, unwrap_scale_kernel
-from gprf.linalg import feature_root
+from gprf.kernels.feature_product_kernel import select_active
+from gprf.linalg import covariance_root
 
 # Elements of one chunk of features (rows x F); 2^23 float64 values are 64 MiB.
 _CHUNK_ELEMENTS = 2**23
@@ -200,26 +201,20 @@ def _feature_chunks(
     """``(root R, y - m0)`` of consecutive row chunks, featurized as the model's covariance does it."""
     for start in range(0, inputs.size(-2), rows):
         x = inputs[..., start : start + rows, :]
-        root = feature_root(model.covar_module(x))
-        if root is None:
-            raise TypeError(
-                f"{type(model.covar_module).__name__} did not evaluate to a feature root; fit_scale_hyperparameters "
-                "needs a gprf random-feature kernel (optionally in ScaleKernel or a gprf feature sum)."
-            )
         y = targets[..., start : start + rows]
-        yield root.features, (y if offset_mean is None else y - offset_mean(x))
+        yield covariance_root(model.covar_module, x).features, (y if offset_mean is None else y - offset_mean(x))
 
 
 def _fixed_outputscale(model: ExactGP, scale_kernel: ScaleKernel | None, inputs: Tensor) -> Tensor | None:
-    r"""The factor of the covariance besides the fitted outputscale :math:`s` (``None`` for 1).
-
-    The decoder reads the whole amplitude of the root (every ``ScaleKernel`` and constant factor); dividing by the
-    fitted ``ScaleKernel``'s outputscale leaves what stays fixed (exactly 1 for a single ``ScaleKernel``).
-    """
-    root = feature_root(model.covar_module(inputs[..., :1, :]))
-    if root is None or root.outputscale is None:
-        return None
-    return root.outputscale if scale_kernel is None else root.outputscale / scale_kernel.outputscale
+    r"""The factor of the covariance besides the fitted outputscale :math:`s` (``None`` for 1): the amplitude of the
+    root beneath the fitted ``ScaleKernel`` (inner ``ScaleKernel``\ s and constant factors), read from that root."""
+    x = inputs[..., :1, :]
+    if scale_kernel is None:
+        return covariance_root(model.covar_module, x).outputscale
+    base = scale_kernel.base_kernel
+    # GPyTorch hands the base kernel the columns the ScaleKernel selects: its own active_dims, which it takes over
+    # from a base kernel that has some (then the base kernel selects them itself).
+    return covariance_root(base, x if base.active_dims is not None else select_active(scale_kernel, x)).outputscale
 
 
 def _raw_copy(parameter: Tensor, dtype: torch.dtype) -> Tensor:

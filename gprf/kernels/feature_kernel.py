@@ -16,7 +16,7 @@ from torch import Tensor
 from gprf.exceptions import LowRankStructureWarning
 from gprf.features.versions import feature_versions, mark_written
 from gprf.kernels.exact_expression import exact_expression
-from gprf.linalg import FeatureRootLinearOperator, LazyFeatures, feature_root
+from gprf.linalg import FeatureRootLinearOperator, LazyFeatures, covariance_root
 from gprf.linalg.deferred_root_transpose_operator import DeferredRootTransposeLinearOperator
 from gprf.prediction import FeatureSpacePredictionStrategy
 from gprf.settings import feature_chunk_size
@@ -239,7 +239,7 @@ class FeatureSumKernel(FeatureKernelOfParts):
     def features(self, x: Tensor) -> Tensor:
         # Each summand through GPyTorch (its active_dims) and the one decoder (its amplitude): the concatenation
         # needs the scaled roots themselves.
-        roots = [feature_root(kernel(x)).scaled_features() for kernel in self.kernels]
+        roots = [covariance_root(kernel, x).scaled_features() for kernel in self.kernels]
         batch_shape = torch.broadcast_shapes(*(root.shape[:-2] for root in roots))
         return torch.cat([root.expand(*batch_shape, *root.shape[-2:]) for root in roots], dim=-1)
 

@@ -23,7 +23,7 @@ from gprf.kernels.feature_kernel import (
 from gprf.kernels.independent_factors import independent_factors
 from gprf.kernels.index_root_kernel import IndexRootKernel
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
-from gprf.linalg import feature_root
+from gprf.linalg import covariance_root
 
 PRODUCT_METHODS = ("auto", "kronecker", "joint", "permutation")
 
@@ -245,7 +245,7 @@ class FeatureProductKernel(FeatureKernelOfParts):
 
     def features(self, x: Tensor) -> Tensor:
         # Each factor through GPyTorch (its active_dims) and the one decoder (its amplitude), as in FeatureSumKernel.
-        roots = [feature_root(kernel(x)).scaled_features() for kernel in self.kernels]
+        roots = [covariance_root(kernel, x).scaled_features() for kernel in self.kernels]
         if self.method == "kronecker":
             product = roots[0]
             for root in roots[1:]:

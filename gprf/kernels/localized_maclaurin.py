@@ -152,14 +152,9 @@ class LocalizedMaclaurinKernel(MaclaurinKernel):
         self.threshold = _check_threshold(1.0 if threshold is None else threshold) if centers == "cluster" else None
 
     def root_operator(self, x: Tensor, features: Tensor) -> FeatureRootLinearOperator:
-        """The covariance with the scaled inputs and the map's re-centring attached (see
-        :class:`~gprf.linalg.FeatureRoot`), which is all the localized strategy needs."""
-        return FeatureRootLinearOperator(
-            features,
-            inputs=self.scale_inputs(x),
-            recentred_features=self.feature_map.real_features_about,
-            versions=feature_versions(self),
-        )
+        """The covariance with the scaled inputs attached (:attr:`FeatureRoot.inputs <gprf.linalg.FeatureRoot.inputs>`),
+        the rows the localized strategy re-centres."""
+        return FeatureRootLinearOperator(features, inputs=self.scale_inputs(x), versions=feature_versions(self))
 
     def prediction_strategy(self, train_inputs, train_prior_dist, train_labels, likelihood):
         if self.center_mode == "given":
@@ -171,6 +166,7 @@ class LocalizedMaclaurinKernel(MaclaurinKernel):
             train_prior_dist,
             train_labels,
             likelihood,
+            recentred_features=self.feature_map.real_features_about,
             centers=centers,
             threshold=self.threshold,
             max_centers=self.max_centers,

@@ -3,7 +3,7 @@ r"""An exact GPyTorch kernel whose conjugate gradients are preconditioned by ran
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import gpytorch
 import torch
@@ -89,6 +89,17 @@ def _no_prior(module: torch.nn.Module) -> None:
     """The closure of a removed prior (module level, so the kernel stays picklable)."""
 
 
+# The preconditioner's root is gprf.random_features of the base kernel; gprf.conversion builds on gprf.kernels, so it
+# registers that function here when imported (``import gprf`` imports it), and this module never imports it back.
+_random_features: Callable[..., Kernel]
+
+
+def register_random_features(random_features: Callable[..., Kernel]) -> None:
+    """Make ``random_features(kernel, num_features, **options)`` the converter that builds preconditioner roots."""
+    global _random_features
+    _random_features = random_features
+
+
 class PreconditionedKernel(Kernel):
     r"""The *exact* kernel ``base_kernel``, whose GPyTorch conjugate gradients are preconditioned by random features of
     itself.
@@ -120,7 +131,7 @@ class PreconditionedKernel(Kernel):
     falls with the kernel's eigenvalues, so every eigenvalue of :math:`P^{-1}\hat K` is at least 1. On 10,800 rows of
     kin40k at hyperparameters tuned on 2,000 (noise :math:`0.005`), CG to GPyTorch's prediction tolerance took 587
     iterations without a preconditioner, 448 with the rank-15 pivoted Cholesky, 299 with 1,024 random features, 67
-    with 4,096 and 39 with 1,024 Nyström points (``benchmarks/cg_iterations.py``).
+    with 4,096 and 39 with 1,024 Nyström points (``python -m benchmarks.cg_iterations``).
 
     * **Memory** :math:`O(N\cdot\text{block} + NF)`: kernel products are computed ``block_rows`` rows at a time and
       recomputed under autograd in the backward pass (:class:`~gprf.linalg.ExactKernelLinearOperator`), as GPyTorch's
@@ -172,9 +183,6 @@ class PreconditionedKernel(Kernel):
         num_dims: int | None = None,
         block_rows: int | None = None,
     ) -> None:
-        # gprf.conversion builds on gprf.kernels; imported here to keep the package import order one-way.
-        from gprf.conversion import random_features
-
         if not isinstance(base_kernel, Kernel):
             raise TypeError(f"base_kernel must be a GPyTorch Kernel, got {type(base_kernel).__name__}.")
         approximate = [type(module).__name__ for module in base_kernel.modules() if isinstance(module, FeatureKernel)]
@@ -204,7 +212,7 @@ class PreconditionedKernel(Kernel):
             self.nystrom_seed = _new_seed(None) if seed is None else seed
             return
         try:
-            approximation = random_features(base_kernel, num_features, **self.options)
+            approximation = _random_features(base_kernel, num_features, **self.options)
         except TypeError as err:
             raise TypeError(
                 f"PreconditionedKernel builds its preconditioner with gprf.random_features, which cannot convert "
@@ -221,9 +229,7 @@ class PreconditionedKernel(Kernel):
         (:func:`gprf.random_features` with this kernel's ``sampler``, ``sketch``, ``budget``, ``seed`` and
         ``num_dims``), on this kernel's device and dtype. It shares the base kernel's ``Parameter`` objects and
         priors, so training it trains this kernel: :func:`gprf.fit_mll` tunes an exact model through it."""
-        from gprf.conversion import random_features  # as in __init__
-
-        kernel = random_features(self.base_kernel, self.num_features, **self.options)
+        kernel = _random_features(self.base_kernel, self.num_features, **self.options)
         reference = next(itertools.chain(self.parameters(), self.buffers()), None)
         return kernel if reference is None else kernel.to(device=reference.device, dtype=reference.dtype)
 

@@ -1,7 +1,8 @@
 """The linear-algebra layer: feature-root covariances, their one decoder, and the factorisations behind them.
 
 A gprf feature kernel evaluates to a :class:`FeatureRootLinearOperator`; :func:`feature_root` reads any
-covariance built from it back as a :class:`FeatureRoot` (root, amplitude, noise, extras), and
+covariance built from it back as a :class:`FeatureRoot` (root, amplitude, noise, extras) and
+:func:`covariance_root` evaluates a module and reads its covariance back (or says why it cannot);
 :func:`factor_capacitance` is where every :math:`F\\times F` capacitance is formed and factored (in
 :class:`gprf.settings.factor_dtype`). The indefinite operators serve signed random-feature kernels; the exact-kernel
 operators serve :class:`gprf.kernels.PreconditionedKernel` (an exact kernel preconditioned by its random features).
@@ -9,7 +10,7 @@ operators serve :class:`gprf.kernels.PreconditionedKernel` (an exact kernel prec
 
 from gprf.linalg.capacitance import CapacitanceFactor, factor_capacitance, weighted_sums
 from gprf.linalg.cg_iteration_count import cg_iterations
-from gprf.linalg.decode import feature_root
+from gprf.linalg.decode import covariance_root, feature_root
 from gprf.linalg.exact_kernel_operator import ExactKernelLinearOperator
 from gprf.linalg.feature_root import FeatureRoot
 from gprf.linalg.feature_root_added_diag_operator import FeatureRootAddedDiagLinearOperator
@@ -48,6 +49,7 @@ __all__ = [
     "WeightSpaceCGState",
     "cg_inv_quad_logdet",
     "cg_iterations",
+    "covariance_root",
     "factor_capacitance",
     "feature_root",
     "indefinite_error",

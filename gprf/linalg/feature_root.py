@@ -9,7 +9,8 @@ strategies, streaming and BoTorch — reads it back as one :class:`FeatureRoot` 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -18,9 +19,19 @@ from gprf.linalg.capacitance import CapacitanceFactor, factor_capacitance
 from gprf.linalg.lazy_features import LazyFeatures
 
 
+def _part(non_batch_dims: int, **field_arguments: Any) -> Any:
+    """A tensor part of the hand-off with ``non_batch_dims`` trailing dimensions after the batch ones; the first of
+    them, if any, indexes the rows. Batch reshaping and row selection (:meth:`FeatureRoot.map_tensors`,
+    :meth:`FeatureRoot.rows`) read this, so a new part is declared here and nowhere else."""
+    return field(metadata={"non_batch_dims": non_batch_dims}, **field_arguments)
+
+
 @dataclass(frozen=True)
 class FeatureRoot:
     r""":math:`K = s\,RR^\top\,(+\,\Sigma)`: a real feature root, its amplitude kept apart, and what came with it.
+
+    What every consumer needs of a covariance; constants of one prediction strategy travel through that strategy's
+    constructor instead (the kernel's ``prediction_strategy`` hands them over).
 
     Attributes:
         source: The real root :math:`R` ``(*batch, N, F)`` in the model dtype, without the amplitude: a tensor, or a
@@ -31,19 +42,17 @@ class FeatureRoot:
             :math:`N\times F` copy of the root is made: it enters the factorisation as :math:`\Sigma/s`.
         noise: The noise variances :math:`\Sigma` ``(*batch, N)``, or ``(*batch, 1)`` for one per batch member,
             when the covariance includes a Gaussian likelihood's noise; ``None`` otherwise.
-        inputs: The scaled inputs :math:`Z` ``(*batch, N, d)`` the features were computed from, for kernels whose
-            predictions re-centre the features (localized prediction); ``None`` otherwise.
-        recentred_features: With ``inputs``, the map :math:`(Z, c) \mapsto R_c(Z)` giving the root of the same
-            features expanded about the centre :math:`c` (so that :math:`R = R_{c_0}(Z)` for the map's own centre).
+        inputs: The inputs :math:`Z` ``(*batch, N, d)`` as the kernel's feature map took them (after ``active_dims``
+            and the lengthscales), for consumers that evaluate the map again at the same rows (localized
+            prediction re-centres it); ``None`` for kernels that do not attach them.
         versions: The draw versions of the feature maps behind :math:`R`, so caches built on earlier draws can
             tell that the features changed (``resample_features``, ``load_state_dict``).
     """
 
-    source: Tensor | LazyFeatures
-    outputscale: Tensor | None = None
-    noise: Tensor | None = None
-    inputs: Tensor | None = None
-    recentred_features: Callable[[Tensor, Tensor], Tensor] | None = None
+    source: Tensor | LazyFeatures = _part(2)
+    outputscale: Tensor | None = _part(0, default=None)
+    noise: Tensor | None = _part(1, default=None)
+    inputs: Tensor | None = _part(2, default=None)
     versions: tuple[int, ...] = ()
 
     @property
@@ -70,15 +79,57 @@ class FeatureRoot:
         """Columns :math:`F` of the root (the size of the capacitance)."""
         return self.source.shape[-1]
 
-    @property
-    def amplitude(self) -> Tensor | None:
-        r""":math:`\sqrt s` shaped ``(*batch, 1, 1)`` to scale roots, or ``None``."""
-        return None if self.outputscale is None else self.outputscale.sqrt().unsqueeze(-1).unsqueeze(-1)
+    def amplitude(self, non_batch_dims: int = 2) -> Tensor | None:
+        r""":math:`\sqrt s` shaped ``(*batch, 1, ..., 1)`` with ``non_batch_dims`` ones, to scale values with that many
+        dimensions after the batch ones (``0`` gives ``(*batch)``); ``None`` for :math:`s = 1`."""
+        if self.outputscale is None:
+            return None
+        amplitude = self.outputscale.sqrt()
+        return amplitude.reshape(amplitude.shape + (1,) * non_batch_dims)
+
+    def scale_rows(self, values: Tensor, non_batch_dims: int = 2) -> Tensor:
+        r"""``values`` times :math:`\sqrt s` (``values`` with ``non_batch_dims`` dimensions after the batch ones,
+        real or complex, in any dtype: the amplitude is cast to their real dtype); ``values`` itself for
+        :math:`s = 1`."""
+        amplitude = self.amplitude(non_batch_dims)
+        return values if amplitude is None else values * amplitude.to(values.real.dtype)
 
     def scaled_features(self) -> Tensor:
         r""":math:`\sqrt s\,R`: a scaled copy, for consumers that evaluate or concatenate the root itself."""
-        amplitude = self.amplitude
-        return self.features if amplitude is None else self.features * amplitude
+        return self.scale_rows(self.features)
+
+    def map_tensors(self, fn: Callable[[Tensor, int], Tensor]) -> FeatureRoot:
+        """The hand-off with ``fn(part, non_batch_dims)`` applied to every tensor part (batch reshaping; a lazy root
+        is formed first)."""
+        changes = {}
+        for part in fields(self):
+            value = self.features if part.name == "source" else getattr(self, part.name)
+            if "non_batch_dims" in part.metadata and value is not None:
+                changes[part.name] = fn(value, part.metadata["non_batch_dims"])
+        return replace(self, **changes)
+
+    def rows(self, index: slice, batch_indices: tuple[int | slice, ...] = ()) -> FeatureRoot:
+        """The hand-off of the rows ``index`` of the batch members ``batch_indices`` (one integer or slice per batch
+        dimension). A lazy root stays lazy when every batch member is kept; a part with one row per batch member
+        (homoscedastic noise) is shared by the rows."""
+        changes = {}
+        for part in fields(self):
+            value = getattr(self, part.name)
+            if "non_batch_dims" not in part.metadata or value is None:
+                continue
+            non_batch_dims = part.metadata["non_batch_dims"]
+            if non_batch_dims == 0:
+                changes[part.name] = value[batch_indices]
+                continue
+            if isinstance(value, LazyFeatures):
+                if all(batch_index == slice(None) for batch_index in batch_indices):
+                    changes[part.name] = value.rows(index)
+                    continue
+                value = value.materialize()
+            shared = value.size(-non_batch_dims) == 1 and self.num_points != 1
+            trailing = (slice(None),) * (non_batch_dims - 1)
+            changes[part.name] = value[(*batch_indices, slice(None) if shared else index, *trailing)]
+        return replace(self, **changes)
 
     def with_noise(self, noise: Tensor | None) -> FeatureRoot:
         return replace(self, noise=noise)

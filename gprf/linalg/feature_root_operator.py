@@ -3,6 +3,8 @@ r"""The covariance :math:`K = s\,RR^\top` of a feature kernel, carrying its :cla
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields, replace
+from typing import Any
 
 import torch
 from linear_operator.operators import (
@@ -19,14 +21,15 @@ from torch import Tensor
 from gprf.linalg.feature_root import FeatureRoot
 from gprf.linalg.feature_root_added_diag_operator import FeatureRootAddedDiagLinearOperator
 from gprf.linalg.lazy_features import LazyFeatures
+from gprf.settings import factor_dtype
 
 
 class FeatureRootLinearOperator(LowRankRootLinearOperator):
     r""":math:`K = s\,RR^\top` for a real feature root :math:`R` ``(*batch, N, F)`` and an amplitude :math:`s`.
 
     What every gprf feature kernel returns for :math:`K(X, X)`. The root, the amplitude and the optional extras
-    (scaled inputs and a re-centring map for localized prediction, the feature-draw versions) are kept apart and
-    read back with :attr:`feature_root`; ``ScaleKernel`` multiplies :math:`s` (no scaled copy of :math:`R`, no
+    (the inputs the feature map took, the feature-draw versions) are kept apart and read back with
+    :attr:`feature_root`; ``ScaleKernel`` multiplies :math:`s` (no scaled copy of :math:`R`, no
     host synchronisation). Adding a diagonal noise gives
     :class:`~gprf.linalg.FeatureRootAddedDiagLinearOperator`, whose Gaussian log density costs
     :math:`O(NF^2)`. As a ``LowRankRootLinearOperator`` with root :math:`\sqrt s\,R` it works wherever GPyTorch
@@ -36,134 +39,137 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
     sums over row chunks without forming it, row slices stay lazy, and everything else (products, diagonals, dense
     evaluations, sampling, batch reshaping) forms it on first use.
 
+    The operator holds one :class:`~gprf.linalg.FeatureRoot` (:attr:`feature_root`) and reshapes, indexes and scales
+    it through that record's own methods, so a part added to the record needs no change here.
+
     Args:
         features: :math:`R`, a tensor or a :class:`~gprf.linalg.LazyFeatures`.
-        outputscale: :math:`s` ``(*batch)`` (broadcast to the batch shape), or ``None`` for 1.
-        inputs: Scaled inputs :math:`Z` ``(*batch, N, d)`` (see :class:`~gprf.linalg.FeatureRoot`).
-        recentred_features: :math:`(Z, c) \mapsto R_c(Z)` (see :class:`~gprf.linalg.FeatureRoot`).
-        versions: Draw versions of the feature maps behind :math:`R`.
+        parts: The other parts of the :class:`~gprf.linalg.FeatureRoot` by name (``outputscale`` :math:`s`
+            ``(*batch)``, broadcast to the batch shape; ``inputs``; ``versions``), all but the noise: adding it is
+            :meth:`add_diagonal`.
     """
 
-    def __init__(
-        self,
-        features: Tensor | LazyFeatures,
-        outputscale: Tensor | None = None,
-        inputs: Tensor | None = None,
-        *,
-        recentred_features: Callable[[Tensor, Tensor], Tensor] | None = None,
-        versions: tuple[int, ...] = (),
-    ) -> None:
-        if outputscale is not None:
-            outputscale = outputscale.expand(features.shape[:-2])
+    def __init__(self, features: Tensor | LazyFeatures, **parts: Any) -> None:
+        if parts.get("noise") is not None:
+            raise ValueError(
+                "FeatureRootLinearOperator is the covariance without noise; add the noise variances with "
+                "add_diagonal (a FeatureRootAddedDiagLinearOperator) instead of passing noise=."
+            )
+        outputscale = parts.get("outputscale")
+        if outputscale is not None and outputscale.shape != features.shape[:-2]:
+            # Only when needed: linear_operator rebuilds the operator from its (already expanded) representation in
+            # backward passes, and a new view of a representation made to require gradients after construction
+            # (``detach().requires_grad_()``) would not pass them on.
+            parts["outputscale"] = outputscale.expand(features.shape[:-2])
+        feature_root = FeatureRoot(features, **parts)
         # LinearOperator's constructor records these arguments, which is how linear_operator rebuilds the
         # operator (representation trees, clone, to, detach); the parent's would record the root instead.
-        LinearOperator.__init__(
-            self,
-            features,
-            outputscale=outputscale,
-            inputs=inputs,
-            recentred_features=recentred_features,
-            versions=versions,
-        )
-        self.source = features
-        self.outputscale = outputscale
-        self.inputs = inputs
-        self.recentred_features = recentred_features
-        self.versions = versions
+        LinearOperator.__init__(self, features, **parts)
+        self.feature_root = feature_root
 
-    @property
-    def features(self) -> Tensor:
-        """:math:`R` as a tensor (formed here when it is lazy)."""
-        return self.source.materialize() if isinstance(self.source, LazyFeatures) else self.source
+    @classmethod
+    def from_root(cls, root: FeatureRoot) -> FeatureRootLinearOperator:
+        """The covariance :math:`s\\,RR^\\top` of a hand-off without noise."""
+        parts = {part.name: getattr(root, part.name) for part in fields(root) if part.name not in ("source", "noise")}
+        return cls(root.source, **parts)
 
     @property
     def root(self) -> LinearOperator:
         """:math:`\\sqrt s\\,R` as a linear operator (GPyTorch's root decompositions and sampling)."""
-        dense = DenseLinearOperator(self.features)
-        return dense if self.outputscale is None else ConstantMulLinearOperator(dense, self.outputscale.sqrt())
-
-    @property
-    def feature_root(self) -> FeatureRoot:
-        """The hand-off (without noise)."""
-        return FeatureRoot(self.source, self.outputscale, None, self.inputs, self.recentred_features, self.versions)
+        dense = DenseLinearOperator(self.feature_root.features)
+        amplitude = self.feature_root.amplitude(0)
+        return dense if amplitude is None else ConstantMulLinearOperator(dense, amplitude)
 
     def _size(self) -> torch.Size:
-        shape = self.source.shape
+        shape = self.feature_root.source.shape
         return torch.Size((*shape[:-2], shape[-2], shape[-2]))
 
     def _root_decomposition_size(self) -> int:
-        return self.source.shape[-1]
-
-    def _rebuild(
-        self, features: Tensor | LazyFeatures, outputscale: Tensor | None, inputs: Tensor | None
-    ) -> FeatureRootLinearOperator:
-        return FeatureRootLinearOperator(
-            features, outputscale, inputs, recentred_features=self.recentred_features, versions=self.versions
-        )
+        return self.feature_root.num_columns
 
     # ------------------------------------------------------------------ structure-preserving operations
     def _mul_constant(self, other: Tensor) -> FeatureRootLinearOperator:
         # linear_operator's RootLinearOperator tests the sign of the constant (a host synchronisation) to scale
         # the root by its square root; keeping the amplitude apart needs neither, and products, diagonals and
         # dense evaluations below stay exact for any sign.
-        other = torch.as_tensor(other, dtype=self.source.dtype, device=self.source.device)
-        outputscale = other if self.outputscale is None else self.outputscale * other
-        return self._rebuild(self.source, outputscale.expand(self.batch_shape), self.inputs)
+        root = self.feature_root
+        other = torch.as_tensor(other, dtype=root.dtype, device=root.source.device)
+        outputscale = other if root.outputscale is None else root.outputscale * other
+        return self.from_root(replace(root, outputscale=outputscale.expand(self.batch_shape)))
 
     def _expand_batch(self, batch_shape: torch.Size) -> FeatureRootLinearOperator:
         if len(batch_shape) == 0:
             return self
-        return self._rebuild(*self._map_tensors(lambda t, tail: t.expand(*batch_shape, *t.shape[t.dim() - tail :])))
+        return self._map_parts(lambda t, tail: t.expand(*batch_shape, *t.shape[t.dim() - tail :]))
 
     def _unsqueeze_batch(self, dim: int) -> FeatureRootLinearOperator:
-        return self._rebuild(*self._map_tensors(lambda t, tail: t.unsqueeze(dim)))
+        return self._map_parts(lambda t, tail: t.unsqueeze(dim))
 
     def _permute_batch(self, *dims: int) -> FeatureRootLinearOperator:
-        def permute(t: Tensor, tail: int) -> Tensor:
-            return t.permute(*dims, *range(len(dims), len(dims) + tail))
+        return self._map_parts(lambda t, tail: t.permute(*dims, *range(len(dims), len(dims) + tail)))
 
-        return self._rebuild(*self._map_tensors(permute))
-
-    def _map_tensors(self, fn: Callable[[Tensor, int], Tensor]) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """``fn(tensor, trailing non-batch dims)`` applied to the features, the amplitude and the inputs."""
-        outputscale = None if self.outputscale is None else fn(self.outputscale, 0)
-        inputs = None if self.inputs is None else fn(self.inputs, 2)
-        return fn(self.features, 2), outputscale, inputs
+    def _map_parts(self, fn: Callable[[Tensor, int], Tensor]) -> FeatureRootLinearOperator:
+        """``fn(tensor, trailing non-batch dims)`` applied to every part of the hand-off."""
+        return self.from_root(self.feature_root.map_tensors(fn))
 
     def _getitem(self, row_index, col_index, *batch_indices) -> LinearOperator:
         same_rows = isinstance(row_index, slice) and row_index == col_index
         if same_rows and not any(torch.is_tensor(index) for index in batch_indices):
             # Rows of a symmetric covariance (e.g. a batch member, or the training block): keep the hand-off.
-            index = (*batch_indices, row_index, slice(None))
-            outputscale = None if self.outputscale is None else self.outputscale[batch_indices]
-            inputs = None if self.inputs is None else self.inputs[index]
-            if isinstance(self.source, LazyFeatures) and all(index == slice(None) for index in batch_indices):
-                return self._rebuild(self.source.rows(row_index), outputscale, inputs)  # e.g. the training block
-            return self._rebuild(self.features[index], outputscale, inputs)
+            return self.from_root(self.feature_root.rows(row_index, batch_indices))
         rows = self.root._getitem(row_index, slice(None), *batch_indices)
         if same_rows:
             return LowRankRootLinearOperator(rows)
         columns = self.root._getitem(col_index, slice(None), *batch_indices)
         return MatmulLinearOperator(rows, columns.mT)
 
+    def _amplitude_sign(self) -> Tensor:
+        """The sign of :math:`s` ``(*batch, 1)`` (+1 without an amplitude, and for :math:`s = 0`)."""
+        outputscale = self.feature_root.outputscale
+        if outputscale is None:
+            return torch.ones(*self.batch_shape, 1, dtype=self.dtype, device=self.device)
+        return torch.where(outputscale < 0, -1.0, 1.0).to(self.dtype).unsqueeze(-1)
+
+    def _symeig(self, eigenvectors: bool = False, return_evals_as_lazy: bool | None = False):
+        # The eigenvalues of s R R^T have the sign of s: the rounding noise of its zero eigenvalues is clipped to zero
+        # from the other side (linear_operator's default clips negative ones, all of a negated covariance's).
+        evals, evecs = torch.linalg.eigh(self.to_dense().to(factor_dtype.value()))
+        sign = self._amplitude_sign()
+        evals = (evals * sign).clamp_min(0).to(self.dtype) * sign
+        return evals, DenseLinearOperator(evecs.to(self.dtype)) if eigenvectors else None
+
+    def _svd(self) -> tuple[LinearOperator, Tensor, LinearOperator]:
+        # U = V sign(s) and S = |eigenvalues|: linear_operator's default signs each eigenvalue, dropping the column of a
+        # zero one and flipping those of rounding noise, and AddedDiagLinearOperator adds a constant noise to S with
+        # this U (a negative sign there would subtract it).
+        evals, evecs = self._symeig(eigenvectors=True)
+        return evecs * self._amplitude_sign().unsqueeze(-2), evals.abs(), evecs
+
+    def _prod_batch(self, dim: int) -> LinearOperator:
+        # The elementwise product over a batch dimension, formed densely: linear_operator's default multiplies root
+        # decompositions and pads an odd count with a constant root that is the all-ones matrix only for N columns.
+        return DenseLinearOperator(self.to_dense().prod(dim))
+
     # ------------------------------------------------------------------ exact for any sign of the amplitude
     def _scale(self, tensor: Tensor, trailing: int) -> Tensor:
-        if self.outputscale is None:
+        """``tensor`` times :math:`s` itself (not its square root, so any sign stays exact)."""
+        outputscale = self.feature_root.outputscale
+        if outputscale is None:
             return tensor
-        return tensor * self.outputscale.reshape(*self.outputscale.shape, *(1,) * trailing)
+        return tensor * outputscale.reshape(*outputscale.shape, *(1,) * trailing)
 
     def _matmul(self, rhs: Tensor) -> Tensor:
-        features = self.features
+        features = self.feature_root.features
         return self._scale(features @ (features.mT @ rhs), 2 if rhs.dim() >= 2 else 1)
 
     def _t_matmul(self, rhs: Tensor) -> Tensor:
         return self._matmul(rhs)
 
     def _diagonal(self) -> Tensor:
-        return self._scale(self.features.square().sum(-1), 1)
+        return self._scale(self.feature_root.features.square().sum(-1), 1)
 
     def to_dense(self) -> Tensor:
-        features = self.features
+        features = self.feature_root.features
         return self._scale(features @ features.mT, 2)
 
     # ------------------------------------------------------------------ adding the noise

@@ -22,7 +22,7 @@ preconditioner needs to the kernel's statistical dimension.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from linear_operator.operators import (
@@ -60,17 +60,14 @@ class FeatureRootPreconditioner:
                 "A feature-root preconditioner needs the noise variances of the covariance it preconditions."
             )
         if root.is_lazy:
-            root = FeatureRoot(root.features, root.outputscale, root.noise, versions=root.versions)
+            root = replace(root, source=root.features)
         factor, _ = root.factor()
         return cls(root, factor)
 
     def detached(self) -> FeatureRootPreconditioner:
         """The same preconditioner outside the autograd graph."""
-        root = self.root
-        outputscale = None if root.outputscale is None else root.outputscale.detach()
-        detached_root = FeatureRoot(root.features.detach(), outputscale, root.noise.detach(), versions=root.versions)
         factor = CapacitanceFactor(self.factor.cholesky.detach(), self.factor.updates)
-        return FeatureRootPreconditioner(detached_root, factor)
+        return FeatureRootPreconditioner(self.root.map_tensors(lambda tensor, _: tensor.detach()), factor)
 
     @property
     def features(self) -> Tensor:
@@ -85,13 +82,8 @@ class FeatureRootPreconditioner:
         r""":math:`P^{-1}\,\text{rhs}` for ``rhs`` ``(..., N, k)``, in the dtype of ``rhs``; :math:`O(NFk)`."""
         features = self.features.to(rhs.dtype)
         weighted = rhs / self._noise_column(rhs.dtype)
-        amplitude = self.root.amplitude
-        projection = features.mT @ weighted
-        if amplitude is not None:
-            projection = projection * amplitude.to(rhs.dtype)
-        correction = self.factor.solve(projection.to(factor_dtype.value())).to(rhs.dtype)
-        if amplitude is not None:
-            correction = correction * amplitude.to(rhs.dtype)
+        projection = self.root.scale_rows(features.mT @ weighted)
+        correction = self.root.scale_rows(self.factor.solve(projection.to(factor_dtype.value())).to(rhs.dtype))
         return weighted - (features @ correction) / self._noise_column(rhs.dtype)
 
     def logdet(self) -> Tensor:
@@ -105,7 +97,7 @@ class FeatureRootPreconditioner:
         \sqrt s\,\Phi\varepsilon_2` (:math:`O(NF)` per probe): what linear_operator's stochastic Lanczos quadrature
         asks of a preconditioner, and what it differentiates for the variance-reduced log-determinant gradient."""
         root = self.root
-        low_rank = FeatureRootLinearOperator(root.features, root.outputscale)
+        low_rank = FeatureRootLinearOperator(root.features, outputscale=root.outputscale)
         noise = root.noise
         if noise.size(-1) == 1 and root.num_points > 1:
             diagonal = ConstantDiagLinearOperator(noise, diag_shape=root.num_points)

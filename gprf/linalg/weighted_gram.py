@@ -90,9 +90,9 @@ def weighted_gram(root: Tensor, noise: Tensor) -> Tensor:
 
 def _add_outer(base: Tensor, left: Tensor, right_t: Tensor) -> Tensor:
     """``base + left @ right_t`` accumulated in place by BLAS (one pass over ``base``, no temporary)."""
-    flat = base.reshape(-1, *base.shape[-2:])
-    # The batch size spelled out: with no columns in ``left`` (no right-hand sides) its -1 would be ambiguous.
-    batch = flat.size(0)
+    # An explicit batch size: reshape(-1, ...) is ambiguous for empty operands (e.g. a right-hand side of no columns).
+    batch = base.shape[:-2].numel()
+    flat = base.reshape(batch, *base.shape[-2:])
     flat.baddbmm_(left.reshape(batch, *left.shape[-2:]), right_t.reshape(batch, *right_t.shape[-2:]))
     return flat.view(base.shape)
 

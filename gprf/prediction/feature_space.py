@@ -53,14 +53,6 @@ def _solve_vector(factor: CapacitanceFactor, rhs: Tensor) -> Tensor:
     return factor.solve(rhs.unsqueeze(-1)).squeeze(-1)
 
 
-def _scale_rows(values: Tensor, root: FeatureRoot, trailing: int) -> Tensor:
-    r"""``values`` times the amplitude :math:`\sqrt s` of ``root`` (values with ``trailing`` non-batch dims)."""
-    if root.outputscale is None:
-        return values
-    amplitude = root.outputscale.sqrt().to(values.real.dtype)
-    return values * amplitude.reshape(*amplitude.shape, *(1,) * trailing)
-
-
 class FeatureSpacePredictionStrategy(RefreshingPredictionStrategy):
     """GPyTorch prediction strategy of every gprf random-feature kernel (see the module docstring).
 
@@ -142,7 +134,7 @@ class FeatureSpacePredictionStrategy(RefreshingPredictionStrategy):
 
         dtype = test.features.dtype
         phi = self._weight_features(test)
-        mean = _scale_rows((phi @ posterior.mean.unsqueeze(-1)).squeeze(-1).real, test, 1)
+        mean = test.scale_rows((phi @ posterior.mean.unsqueeze(-1)).squeeze(-1).real, 1)
         mean = mean.to(dtype) + test_mean
         if settings.skip_posterior_variances.on():
             return mean, ZeroLinearOperator(*test_test_covar.shape, dtype=dtype, device=mean.device)
@@ -150,7 +142,7 @@ class FeatureSpacePredictionStrategy(RefreshingPredictionStrategy):
         covar_root = posterior.factor.solve_root(phi.mH).mH
         if covar_root.is_complex():
             covar_root = torch.cat([covar_root.real, covar_root.imag], dim=-1)
-        covar_root = _scale_rows(covar_root, test, 2).to(dtype)
+        covar_root = test.scale_rows(covar_root).to(dtype)
         num_test, rank = covar_root.shape[-2:]
         if num_test <= rank:
             # A full-rank M x M matrix keeps sampling with M base samples (BoTorch) working.
@@ -184,7 +176,7 @@ class FeatureSpacePredictionStrategy(RefreshingPredictionStrategy):
             fant_phi = self._weight_features(fantasy)
             noise = fantasy.noise.to(fant_phi.real.dtype).expand(*fant_phi.shape[:-1])
             residual = (targets - fant_mean).to(fant_phi.dtype)
-            weighted = _scale_rows(fant_phi / noise.unsqueeze(-1), fantasy, 2)
+            weighted = fantasy.scale_rows(fant_phi / noise.unsqueeze(-1))
             rhs = posterior.rhs + (weighted.mH @ residual.unsqueeze(-1)).squeeze(-1)
             factor = posterior.factor.update((weighted * noise.sqrt().unsqueeze(-1)).mH)
             new_posterior = WeightSpacePosterior(factor, rhs, _solve_vector(factor, rhs), posterior.feature_versions)

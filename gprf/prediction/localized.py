@@ -54,11 +54,9 @@ _DEFAULT_CHUNK_ELEMENTS = 2**24
 
 
 def _recentrable_root(covariance: object) -> FeatureRoot | None:
-    """The feature root behind ``covariance`` when it carries what re-centring needs, else ``None``."""
+    """The feature root behind ``covariance`` when it carries the inputs re-centring needs, else ``None``."""
     root = feature_root(covariance)
-    if root is None or root.inputs is None or root.recentred_features is None:
-        return None
-    return root
+    return None if root is None or root.inputs is None else root
 
 
 @dataclass(frozen=True)
@@ -78,7 +76,6 @@ class _TrainingData:
     amplitude: Tensor  # a, shape (*batch, 1, 1) or ()
     noise: Tensor  # (*batch, N) or (*batch, 1), factor dtype
     residual: Tensor  # y - m(X), (*batch, N), factor dtype
-    recentred_features: Callable[[Tensor, Tensor], Tensor]  # (Z, c) -> R_c(Z)
     num_features: int
     versions: tuple[int, ...]
 
@@ -87,11 +84,14 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
     r"""GPyTorch prediction strategy that re-centres the features near each test point (module docstring).
 
     Handed out by :class:`~gprf.kernels.LocalizedMaclaurinKernel`; the marginal likelihood is untouched (it
-    uses the globally centred kernel). What re-centring needs — the scaled inputs and the map
-    :math:`(Z, c) \mapsto R_c(Z)` — comes with the covariances themselves (:class:`~gprf.linalg.FeatureRoot`),
-    so this module never imports kernels.
+    uses the globally centred kernel). The kernel hands over the map :math:`(Z, c) \mapsto R_c(Z)` with the other
+    constants; the scaled inputs :math:`Z` of the training and test points come with the covariances themselves
+    (:attr:`FeatureRoot.inputs <gprf.linalg.FeatureRoot.inputs>`), so this module never imports kernels.
 
     Args:
+        recentred_features: :math:`(Z, c) \mapsto R_c(Z)`, the real root of the same features expanded about the
+            centre :math:`c` (so that :math:`R = R_{c_0}(Z)` for the map's own centre :math:`c_0`); ``Z`` and
+            ``c`` broadcast.
         centers: ``"test"``, ``"cluster"``, or a tensor ``(*batch, K, d)`` of scaled centres.
         threshold: Clustering threshold :math:`\theta` in scaled units (lengthscales), ``"cluster"`` only.
         max_centers: Cap on the number of clusters, ``"cluster"`` only.
@@ -106,6 +106,8 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
         train_prior_dist,
         train_labels,
         likelihood,
+        *,
+        recentred_features: Callable[[Tensor, Tensor], Tensor],
         centers: str | Tensor = "test",
         threshold: float = 1.0,
         max_centers: int = 100,
@@ -115,6 +117,7 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
         inv_root=None,
     ) -> None:
         super().__init__(train_inputs, train_prior_dist, train_labels, likelihood, root=root, inv_root=inv_root)
+        self.recentred_features = recentred_features
         self.centers = centers
         self.threshold = threshold
         self.max_centers = max_centers
@@ -127,7 +130,8 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
         if train is None or train.noise is None:
             return None
         dtype = factor_dtype.value()
-        amplitude = train.amplitude if train.amplitude is not None else train.inputs.new_ones(())
+        amplitude = train.amplitude()
+        amplitude = amplitude if amplitude is not None else train.inputs.new_ones(())
         tensors = (
             train.inputs,
             amplitude,
@@ -136,7 +140,7 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
         )
         if settings.detach_test_caches.on():
             tensors = tuple(t.detach() for t in tensors)
-        return _TrainingData(*tensors, train.recentred_features, train.num_columns, train.versions)
+        return _TrainingData(*tensors, train.num_columns, train.versions)
 
     def _chunk(self, data: _TrainingData) -> int:
         """Centres re-centred per batched step."""
@@ -144,10 +148,9 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
             return self.chunk_size
         return max(1, _DEFAULT_CHUNK_ELEMENTS // (data.inputs.size(-2) * data.num_features))
 
-    @staticmethod
-    def _features(data: _TrainingData, points: Tensor, centers: Tensor) -> Tensor:
+    def _features(self, data: _TrainingData, points: Tensor, centers: Tensor) -> Tensor:
         """:math:`a\\,R_c(z)` of scaled ``points`` about ``centers`` (broadcasting), in the factor dtype."""
-        return (data.amplitude * data.recentred_features(points, centers)).to(factor_dtype.value())
+        return (data.amplitude * self.recentred_features(points, centers)).to(factor_dtype.value())
 
     def _recentred(self, data: _TrainingData, centers: Tensor) -> tuple[CapacitanceFactor, Tensor]:
         """Factors and posterior weights of the models re-centred at ``centers`` ``(C, *batch, d)``."""

@@ -9,7 +9,6 @@ over ``torch.distributed`` ranks, and :class:`StreamingPredictor` predicts chunk
 
 from gprf.streaming.accumulator import StreamingFit, iterate_chunks
 from gprf.streaming.distributed import all_reduce_statistics
-from gprf.streaming.features import model_root
 from gprf.streaming.predictor import StreamingPredictor
 from gprf.streaming.statistics import SufficientStatistics
 
@@ -19,5 +18,4 @@ __all__ = [
     "SufficientStatistics",
     "all_reduce_statistics",
     "iterate_chunks",
-    "model_root",
 ]

@@ -20,8 +20,9 @@ from torch import Tensor
 from gprf._checks import check_positive_int
 from gprf.features.versions import state_versions
 from gprf.kernels import is_feature_kernel
+from gprf.linalg import covariance_root
 from gprf.settings import factor_dtype, validate_inputs
-from gprf.streaming.features import likelihood_noise, model_fingerprint, model_root
+from gprf.streaming.features import likelihood_noise, model_fingerprint
 from gprf.streaming.predictor import StreamingPredictor
 from gprf.streaming.statistics import SufficientStatistics, fingerprint_mismatch
 
@@ -135,7 +136,7 @@ class StreamingFit:
             self._check_model_unchanged(x)
 
         dtype = factor_dtype.value()
-        root = model_root(self.covar_module, x)
+        root = covariance_root(self.covar_module, x)
         prior_mean = self.mean_module(x) if self.mean_module is not None else torch.zeros_like(y)
         variances = noise_variances(self.likelihood, x, prior_mean.shape, noise)
         # As the in-memory prediction strategy does: residual in the model dtype, sums in the factor dtype.

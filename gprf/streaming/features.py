@@ -1,5 +1,5 @@
-"""What the streaming statistics read from a model's modules: the feature root of its covariance module, the noise
-its likelihood adds, and the fingerprint that identifies the model."""
+"""What the streaming statistics read from a model's modules besides the feature root of its covariance module
+(:func:`gprf.linalg.covariance_root`): the noise its likelihood adds, and the fingerprint that identifies the model."""
 
 from __future__ import annotations
 
@@ -9,19 +9,8 @@ from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, _GaussianLikeliho
 from gpytorch.means import Mean
 from torch import Tensor
 
-from gprf.linalg import FeatureRoot, feature_root
+from gprf.linalg import covariance_root
 from gprf.streaming.statistics import probe_inputs
-
-
-def model_root(covar_module: Kernel, x: Tensor) -> FeatureRoot:
-    """The hand-off of ``covar_module(x)``: GPyTorch selects ``active_dims``, the decoder reads root and amplitude."""
-    root = feature_root(covar_module(x))
-    if root is None:
-        raise TypeError(
-            f"{type(covar_module).__name__} did not evaluate to a feature root; streaming needs a gprf random-feature "
-            "kernel (optionally in ScaleKernel or a gprf feature sum)."
-        )
-    return root
 
 
 def likelihood_noise(likelihood: _GaussianLikelihoodBase, x: Tensor, shape: torch.Size) -> Tensor | None:
@@ -47,7 +36,7 @@ def model_fingerprint(
     :class:`~gprf.streaming.SufficientStatistics`. Equal for equal random draws, hyperparameters, noise and mean."""
     probe = probe_inputs(input_dim, dtype, device)
     with torch.no_grad():
-        root = model_root(covar_module, probe).scaled_features()[..., 0, :]
+        root = covariance_root(covar_module, probe).scaled_features()[..., 0, :]
         mean = probe.new_zeros(1) if mean_module is None else mean_module(probe)
         noise = None if likelihood is None else likelihood_noise(likelihood, probe, mean.shape)
         noise = torch.zeros_like(mean) if noise is None else noise

@@ -22,8 +22,9 @@ from torch import Tensor
 
 from gprf._checks import check_positive_int
 from gprf.features.versions import state_versions
+from gprf.linalg import covariance_root
 from gprf.prediction import WeightSpacePosterior
-from gprf.streaming.features import model_fingerprint, model_root
+from gprf.streaming.features import model_fingerprint
 from gprf.streaming.statistics import SufficientStatistics, fingerprint_mismatch
 
 
@@ -92,7 +93,7 @@ class StreamingPredictor:
     @torch.no_grad()
     def _predict_chunk(self, x: Tensor) -> tuple[Tensor, Tensor]:
         self._check_model_unchanged()
-        root = model_root(self.covar_module, x)
+        root = covariance_root(self.covar_module, x)
         dtype = root.features.dtype
         phi = root.scaled_features().to(self.posterior.mean.dtype)
         mean = (phi @ self.posterior.mean.unsqueeze(-1)).squeeze(-1).to(dtype)

@@ -150,18 +150,29 @@ def optimize_from_fixed_starts(
 
 
 def assert_gradient_matches_finite_differences(acquisition: AcquisitionFunction, x: torch.Tensor) -> None:
-    """The autograd gradient of ``acquisition`` at ``x`` (``b x q x d``, float64) against central differences.
+    """The autograd gradient of ``acquisition`` at ``x`` (``b x q x d``, float64) against fourth-order central
+    differences, :math:`[-f(x+2h) + 8f(x+h) - 8f(x-h) + f(x-2h)] / 12h`, at the best of the steps
+    :math:`h = 10^{-3}, 10^{-4}, 10^{-5}`.
 
-    With fixed base samples the acquisition is a smooth deterministic function; step 1e-6 leaves a truncation error
-    of order 1e-12 and a rounding error of order 1e-16 / 1e-6 = 1e-10, far below the tolerance.
+    With fixed base samples the acquisition is a smooth deterministic function, but no one step suits every point: its
+    float64 value carries rounding of order 1e-12 (solves amplified by the condition number of the posterior's
+    factors), which enters the quotient as 1e-12 / h, while far in the tail of qLogNEI (values near -50) its higher
+    derivatives are large and the truncation error (fifth derivative times h^4 / 30) needs h near 1e-5 (measured on
+    the two-output model of the model tests). Truncation falls and rounding grows as h shrinks, so the best step is
+    within both of the true derivative; a gradient wrong by more than the tolerance is off at every step.
     """
     x = x.detach().clone().requires_grad_(True)
     (gradient,) = torch.autograd.grad(acquisition(x).sum(), x)
-    step = 1e-6
-    numerical = torch.zeros_like(x)
+    errors = torch.full_like(x, float("inf"))
     with torch.no_grad():
-        for index in range(x[0].numel()):
-            offset = torch.zeros_like(x)
-            offset.view(x.size(0), -1)[:, index] = step
-            numerical.view(x.size(0), -1)[:, index] = (acquisition(x + offset) - acquisition(x - offset)) / (2 * step)
-    torch.testing.assert_close(gradient, numerical, rtol=1e-5, atol=1e-7)
+        for step in (1e-3, 1e-4, 1e-5):
+            for index in range(x[0].numel()):
+                offset = torch.zeros_like(x)
+                offset.view(x.size(0), -1)[:, index] = step
+                differences = 8 * (acquisition(x + offset) - acquisition(x - offset))
+                differences -= acquisition(x + 2 * offset) - acquisition(x - 2 * offset)
+                error = (differences / (12 * step) - gradient.view(x.size(0), -1)[:, index]).abs()
+                flat = errors.view(x.size(0), -1)
+                flat[:, index] = torch.minimum(flat[:, index], error)
+    tolerance = 1e-7 + 1e-5 * gradient.abs()
+    assert bool((errors <= tolerance).all()), f"gradient errors {errors} exceed {tolerance}"

@@ -7,19 +7,22 @@ import unittest
 
 import pytest
 import torch
+from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import ScaleKernel
+from gpytorch.likelihoods import GaussianLikelihood
 
 from gprf.features import MaclaurinFeatures
 from gprf.kernels import LocalizedMaclaurinKernel, MaclaurinKernel
 from gprf.linalg import FeatureRootLinearOperator, feature_root
-from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, num_dims_of
+from gprf.prediction import LocalizedPredictionStrategy
+from gprf.testing import SEED, FeatureKernelTestCase, num_dims_of
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 ALLOCATION = [31, 20, 12]
 
 
-class TestLocalizedMaclaurinKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+class TestLocalizedMaclaurinKernel(FeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
         return LocalizedMaclaurinKernel(
             64, num_dims_of(kwargs, 2), sketch="srht", allocation=ALLOCATION, seed=SEED, **kwargs
@@ -55,11 +58,20 @@ def test_symmetric_covariances_carry_scaled_inputs_through_scale_kernel(float64)
     root = feature_root(covar)
     torch.testing.assert_close(root.inputs, x / kernel.base_kernel.lengthscale)
     torch.testing.assert_close(root.outputscale, kernel.outputscale.detach())
-    torch.testing.assert_close(
-        root.recentred_features(x, x[:1]), kernel.base_kernel.feature_map.real_features_about(x, x[:1])
-    )
     # The covariance itself is unchanged: outputscale times the Maclaurin kernel.
     torch.testing.assert_close(covar.to_dense(), 2.5 * kernel.base_kernel(x).to_dense())
+
+
+def test_the_strategy_gets_the_maps_re_centring_from_the_kernel(float64):
+    x = _x()
+    kernel = ScaleKernel(LocalizedMaclaurinKernel(64, 3, allocation=ALLOCATION, seed=0))
+    prior = MultivariateNormal(torch.zeros(30), kernel(x))
+    strategy = kernel.prediction_strategy(x, prior, torch.zeros(30), GaussianLikelihood())
+    assert isinstance(strategy, LocalizedPredictionStrategy)
+    center = x[:1] / kernel.base_kernel.lengthscale
+    torch.testing.assert_close(
+        strategy.recentred_features(x, center), kernel.base_kernel.feature_map.real_features_about(x, center)
+    )
 
 
 def test_features_about_a_centre_are_the_map_centred_there(float64):

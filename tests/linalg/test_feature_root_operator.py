@@ -1,10 +1,15 @@
-"""FeatureRootLinearOperator: K = s R R^T keeps its hand-off through the operations GPyTorch applies to it."""
+"""FeatureRootLinearOperator: K = s R R^T keeps its hand-off through the operations GPyTorch applies to it, and passes
+linear_operator's LinearOperatorTestCase (of full rank) and RectangularLinearOperatorTestCase (of low rank)."""
 
 from __future__ import annotations
+
+import dataclasses
+import unittest
 
 import pytest
 import torch
 from linear_operator.operators import ConstantDiagLinearOperator, DiagLinearOperator, LowRankRootLinearOperator
+from linear_operator.test.linear_operator_test_case import LinearOperatorTestCase, RectangularLinearOperatorTestCase
 
 from gprf.exceptions import LowRankStructureWarning
 from gprf.linalg import FeatureRootAddedDiagLinearOperator, FeatureRootLinearOperator, feature_root
@@ -15,7 +20,7 @@ def _operator(batch=(2,), n=6, f=4, with_inputs=True):
     features = torch.randn(*batch, n, f, generator=generator, dtype=torch.float64)
     outputscale = 0.5 + torch.rand(*batch, generator=generator, dtype=torch.float64)
     inputs = torch.randn(*batch, n, 3, generator=generator, dtype=torch.float64) if with_inputs else None
-    return FeatureRootLinearOperator(features, outputscale, inputs, versions=(4,))
+    return FeatureRootLinearOperator(features, outputscale=outputscale, inputs=inputs, versions=(4,))
 
 
 def _dense(operator):
@@ -39,8 +44,10 @@ def test_scaling_multiplies_the_amplitude_and_keeps_the_root():
     operator = _operator()
     scaled = operator.mul(torch.tensor([2.0, 3.0], dtype=torch.float64).view(2, 1, 1))  # as ScaleKernel does
     assert isinstance(scaled, FeatureRootLinearOperator)
-    assert scaled.features is operator.features and scaled.inputs is operator.inputs and scaled.versions == (4,)
-    torch.testing.assert_close(scaled.outputscale, operator.outputscale * torch.tensor([2.0, 3.0], dtype=torch.float64))
+    root, scaled_root = operator.feature_root, scaled.feature_root
+    assert scaled_root.source is root.source and scaled_root.inputs is root.inputs and scaled_root.versions == (4,)
+    factors = torch.tensor([2.0, 3.0], dtype=torch.float64)
+    torch.testing.assert_close(scaled_root.outputscale, root.outputscale * factors)
     # Exact for any sign (no square root taken): the negated matrix, e.g. in a difference of covariances.
     torch.testing.assert_close((operator * -1.0).to_dense(), -_dense(operator))
 
@@ -75,9 +82,21 @@ def test_other_indexing_is_exact_without_the_hand_off():
 def test_linear_operator_rebuilds_keep_every_part():
     operator = _operator()
     for rebuilt in (operator.clone(), operator.detach(), operator.to(torch.float32), operator.evaluate_kernel()):
-        assert isinstance(rebuilt, FeatureRootLinearOperator) and rebuilt.versions == (4,)
-        assert rebuilt.inputs is not None and rebuilt.outputscale is not None
+        root = rebuilt.feature_root
+        assert isinstance(rebuilt, FeatureRootLinearOperator) and root.versions == (4,)
+        assert root.inputs is not None and root.outputscale is not None
         torch.testing.assert_close(rebuilt.to_dense().double(), _dense(operator), rtol=1e-6, atol=1e-6)
+
+
+def test_the_hand_off_round_trips_and_noise_is_refused():
+    operator = _operator()
+    root = operator.feature_root
+    again = FeatureRootLinearOperator.from_root(root).feature_root
+    for part in dataclasses.fields(root):
+        value, expected = getattr(again, part.name), getattr(root, part.name)
+        assert torch.equal(value, expected) if torch.is_tensor(expected) else value == expected, part.name
+    with pytest.raises(ValueError, match="add_diagonal"):
+        FeatureRootLinearOperator(operator.feature_root.source, noise=torch.ones(2, 6, dtype=torch.float64))
 
 
 @pytest.mark.parametrize(
@@ -98,3 +117,55 @@ def test_adding_noise_gives_the_structured_operator(noise):
     jittered = added.add_diagonal(torch.tensor(0.1, dtype=torch.float64))
     assert isinstance(jittered, FeatureRootAddedDiagLinearOperator)
     torch.testing.assert_close(jittered.feature_root.noise.expand(2, 6), torch.full((2, 6), 0.4, dtype=torch.float64))
+
+
+# ---------------------------------------------------------------------------------------- linear_operator's case
+def _evaluate(linear_op) -> torch.Tensor:
+    """s R R^T from the operator's hand-off (the root and amplitude tensors themselves, so gradients reach them)."""
+    root = feature_root(linear_op)
+    return root.outputscale[..., None, None] * root.features @ root.features.mT
+
+
+class TestFeatureRootOperatorCase(LinearOperatorTestCase, unittest.TestCase):
+    """linear_operator's checks on K = s R R^T of full rank (F = 8 > N = 5 features, so solves and log-determinants
+    exist), with scaled inputs riding along as localized prediction has them."""
+
+    seed = 0
+    batch_shape = ()
+    # The root decomposition is the feature root itself: no Lanczos iteration is run.
+    should_call_lanczos = False
+
+    def create_linear_op(self):
+        features = torch.randn(*self.batch_shape, 5, 8)
+        outputscale = 0.5 + torch.rand(self.batch_shape)
+        return FeatureRootLinearOperator(
+            features, outputscale=outputscale, inputs=torch.randn(*self.batch_shape, 5, 3), versions=(4,)
+        )
+
+    def evaluate_linear_op(self, linear_op):
+        return _evaluate(linear_op)
+
+
+class TestFeatureRootOperatorCaseBatch(TestFeatureRootOperatorCase):
+    seed = 1
+    batch_shape = (3,)
+
+
+class TestFeatureRootOperatorCaseMultiBatch(TestFeatureRootOperatorCase):
+    seed = 2
+    batch_shape = (2, 3)
+
+
+class TestLowRankFeatureRootOperatorCase(RectangularLinearOperatorTestCase, unittest.TestCase):
+    """linear_operator's checks of products, indexing and batch operations on K = s R R^T of low rank (F = 2 < N = 5,
+    the usual case): singular, so the square-matrix checks that solve or factor do not apply (linear_operator tests its
+    LowRankRootLinearOperator this way too); the sum with noise runs them
+    (tests/linalg/test_feature_root_added_diag_operator.py)."""
+
+    seed = 3
+
+    def create_linear_op(self):
+        return FeatureRootLinearOperator(torch.randn(2, 3, 5, 2), outputscale=0.5 + torch.rand(2, 3))
+
+    def evaluate_linear_op(self, linear_op):
+        return _evaluate(linear_op)

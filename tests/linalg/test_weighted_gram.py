@@ -53,3 +53,18 @@ def test_constant_noise_gram_value_and_gradcheck():
     expected = weighted_gram(root, noise.expand(2, 9))
     torch.testing.assert_close(weighted_gram(root, noise), expected)
     assert torch.autograd.gradcheck(weighted_gram, (root.requires_grad_(True), noise.requires_grad_(True)))
+
+
+@pytest.mark.parametrize("noise_columns", [1, 120])
+def test_projection_of_no_right_hand_sides_has_the_gram_gradient(noise_columns):
+    """A right-hand side with no columns (a log-determinant alone) differentiates like the Gram itself."""
+    generator = torch.Generator().manual_seed(0)
+    root = torch.randn(120, 8, dtype=torch.float64, generator=generator, requires_grad=True)
+    noise = (0.1 + torch.rand(noise_columns, dtype=torch.float64, generator=generator)).requires_grad_()
+    gram, projection = weighted_gram_projection(root, noise, torch.zeros(120, 0, dtype=torch.float64))
+    assert projection.shape == (8, 0)
+    weights = torch.randn(8, 8, dtype=torch.float64, generator=generator)
+    grads = torch.autograd.grad((gram * weights).sum(), (root, noise))
+    expected = torch.autograd.grad((weighted_gram(root, noise) * weights).sum(), (root, noise))
+    for got, want in zip(grads, expected, strict=True):
+        torch.testing.assert_close(got, want)
