@@ -20,6 +20,7 @@ L-BFGS runs on the full marginal likelihood, followed by the exact scale refit.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import sys
@@ -34,6 +35,7 @@ from gpytorch.models import ExactGP
 
 from gprf._checks import check_training_inputs
 from gprf.fitting.end_point import end_where_predictable, parameter_values
+from gprf.fitting.exact_route import ExactSteps, fit_exact_mll, holds_preconditioned_kernel
 from gprf.fitting.fit_arguments import (
     check_callback,
     check_count,
@@ -152,6 +154,11 @@ def fit_mll(
     seed = resolve_seed(seed)
     progress = check_flag(progress, "progress")
     callback = check_callback(callback)
+    if holds_preconditioned_kernel(model):  # an exact GP: tuned through its random features, then exact steps
+        tuning = dict(tune_features=tune_features, tune_rows=tune_rows, tune_steps=tune_steps, seed=seed)
+        surrogate = functools.partial(fit_mll, **tuning, lr=lr, progress=progress)
+        steps = ExactSteps(_Clock(time_budget, callback), _reporter(progress), _loss, _project_onto_bounds)
+        return fit_exact_mll(mll, surrogate, steps, lr=lr, finish_steps=finish_steps)
     clock = _Clock(time_budget, callback)
     report = _reporter(progress)
     num_rows = model.train_targets.size(-1)

@@ -106,6 +106,21 @@ def test_priors_are_counted_once():
     torch.testing.assert_close(mll_of(preconditioned), mll_of(plain))  # Cholesky at 50 points: identical
 
 
+@pytest.mark.parametrize("preconditioner", ["random_features", "nystrom"])
+def test_the_random_feature_kernel_shares_parameters_and_priors_on_the_kernels_dtype(preconditioner):
+    base = rbf()
+    base.base_kernel.register_prior("lengthscale_prior", GammaPrior(3.0, 6.0), lambda m: m.lengthscale)
+    kernel = PreconditionedKernel(base, 32, seed=0, preconditioner=preconditioner).float()
+    surrogate = kernel.random_feature_kernel()
+    assert {id(p) for p in surrogate.parameters()} == {id(p) for p in base.parameters()}
+    assert [name for name, *_ in surrogate.named_priors()] == ["base_kernel.lengthscale_prior"]
+    assert all(buffer.dtype == torch.float32 for buffer in surrogate.buffers() if buffer.is_floating_point())
+    assert isinstance(surrogate.base_kernel, RandomFourierKernel) and surrogate.base_kernel.num_features == 32
+    if preconditioner == "random_features":  # the same seed: the preconditioner's own draw
+        x = torch.rand(20, 3)
+        torch.testing.assert_close(feature_root(surrogate(x)).scaled_features(), _features(kernel, x))
+
+
 def test_state_dict_pickling_and_copies_keep_the_draws_and_the_tying():
     base = rbf()
     kernel = PreconditionedKernel(base, 32, seed=0)
