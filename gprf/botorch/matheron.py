@@ -40,7 +40,7 @@ from gprf.botorch.paths import SharedFeatureMatheronPath
 from gprf.botorch.prior import kernel_feature_paths
 from gprf.botorch.update import check_update_kernel, observation_noise
 from gprf.kernels import unwrap_scale_kernel
-from gprf.linalg import FeatureRoot, covariance_root
+from gprf.linalg import FeatureRoot, choose_route, covariance_root, factor_points
 from gprf.settings import factor_dtype, feature_chunk_size
 
 
@@ -97,26 +97,55 @@ def _update_weights(model: ExactGP, points: Tensor, targets: Tensor, prior_weigh
 def feature_space_update_weights(root: FeatureRoot, residuals: Tensor, prior_weights: Tensor) -> Tensor:
     r""":math:`C^{-1}(p - Gw - \xi)` (module docstring) in the factor dtype, for any model whose training covariance is
     a feature root: ``root`` with its noise variances, ``residuals`` the targets minus the prior mean ``(*batch, N)``,
-    ``prior_weights`` ``sample_shape x batch x F``. Returns the update weights, shaped like ``prior_weights``."""
-    dtype = factor_dtype.value()
+    ``prior_weights`` ``sample_shape x batch x F``. Returns the update weights, shaped like ``prior_weights``.
+
+    The solve against the data takes the cheaper space (:func:`gprf.linalg.choose_route`): with fewer points than
+    features, :math:`\tilde\Phi^\top K^{-1}(y - \tilde\Phi w - \varepsilon)`, :math:`\varepsilon\sim N(0,\Sigma)`
+    drawn at the points (:func:`points_update_weights`); the prior weights :math:`w` are the same either way."""
+    batch_shape = root.source.shape[:-2]
+    sample_shape = prior_weights.shape[: prior_weights.dim() - len(batch_shape) - 1]
+    # The samples as columns: batch x F x S.
+    columns = prior_weights.to(factor_dtype.value()).reshape(-1, *prior_weights.shape[len(sample_shape) :])
+    columns = columns.movedim(0, -1).expand(*batch_shape, *columns.shape[-1:], columns.size(0))
+    route = choose_route("pathwise", root.num_points, root.num_columns, batch_shape, num_samples=columns.size(-1))
+    if route == "points":
+        noise = root.noise.to(columns.dtype).expand(*batch_shape, root.num_points)
+        noise_draws = noise.sqrt().unsqueeze(-1) * torch.randn(
+            *batch_shape, root.num_points, columns.size(-1), dtype=columns.dtype, device=columns.device
+        )
+        weights = points_update_weights(root, residuals, columns, noise_draws)
+    else:
+        weights = capacitance_update_weights(root, residuals, columns)
+    return weights.movedim(-1, 0).reshape(*sample_shape, *batch_shape, weights.size(-2))
+
+
+def capacitance_update_weights(
+    root: FeatureRoot, residuals: Tensor, columns: Tensor, noise_projection: Tensor | None = None
+) -> Tensor:
+    r""":math:`C^{-1}(p - Gw - \xi)` ``batch x F x S`` for prior weights ``columns`` ``batch x F x S``, with
+    :math:`\xi = \tilde\Phi^\top\Sigma^{-1}\varepsilon` given (``noise_projection``) or drawn as
+    :math:`N(0, G)` in feature space (module docstring)."""
     factor, projection = root.factor(residuals.unsqueeze(-1))
     cholesky = factor.cholesky
     eye = torch.eye(cholesky.size(-1), dtype=cholesky.dtype, device=cholesky.device)
     gram = cholesky @ cholesky.mT - eye  # G = C - I, F x F
+    if noise_projection is None:
+        # xi = G^{1/2} z ~ N(0, G) with the symmetric square root, which (unlike V diag(sqrt(lambda)) alone) does
+        # not depend on how eigh picks eigenvectors within (near-)repeated eigenvalues: rounding-level changes of G
+        # move xi by rounding-level amounts.
+        eigenvalues, eigenvectors = torch.linalg.eigh(gram)
+        standard = torch.randn(columns.shape, dtype=gram.dtype, device=columns.device)
+        rotated = eigenvalues.clamp_min(0).sqrt().unsqueeze(-1) * (eigenvectors.mT @ standard)
+        noise_projection = eigenvectors @ rotated
+    return factor.solve(projection - gram @ columns - noise_projection)
 
-    # The samples as columns: batch x F x S.
-    batch_shape = gram.shape[:-2]
-    sample_shape = prior_weights.shape[: prior_weights.dim() - len(batch_shape) - 1]
-    columns = prior_weights.to(dtype).reshape(-1, *prior_weights.shape[len(sample_shape) :]).movedim(0, -1)
-    columns = columns.expand(*batch_shape, *columns.shape[-2:])
 
-    # xi = G^{1/2} z ~ N(0, G) with the symmetric square root, which (unlike V diag(sqrt(lambda)) alone) does not
-    # depend on how eigh picks eigenvectors within (near-)repeated eigenvalues: rounding-level changes of G move xi
-    # by rounding-level amounts.
-    eigenvalues, eigenvectors = torch.linalg.eigh(gram)
-    standard = torch.randn(columns.shape, dtype=dtype, device=columns.device)
-    rotated = eigenvalues.clamp_min(0).sqrt().unsqueeze(-1) * (eigenvectors.mT @ standard)
-    noise_projection = eigenvectors @ rotated
-
-    weights = factor.solve(projection - gram @ columns - noise_projection)  # batch x F x S
-    return weights.movedim(-1, 0).reshape(*sample_shape, *batch_shape, weights.size(-2))
+def points_update_weights(root: FeatureRoot, residuals: Tensor, columns: Tensor, noise_draws: Tensor) -> Tensor:
+    r""":math:`\tilde\Phi^\top K^{-1}(y - \mu - \tilde\Phi w - \varepsilon)` ``batch x F x S`` with
+    :math:`K = \tilde\Phi\tilde\Phi^\top + \Sigma` factored as an :math:`N\times N` matrix, for prior weights
+    ``columns`` ``batch x F x S`` and noise draws :math:`\varepsilon` ``batch x N x S``: by the push-through identity
+    the weights of :func:`capacitance_update_weights` with :math:`\xi = \tilde\Phi^\top\Sigma^{-1}\varepsilon`, at
+    :math:`O(N^2F + N^3 + SNF + SN^2)`."""
+    factor = factor_points(root, residuals.unsqueeze(-1))
+    errors = residuals.to(columns.dtype).unsqueeze(-1) - factor.features @ columns - noise_draws
+    return factor.features.mT @ factor.solve(errors)

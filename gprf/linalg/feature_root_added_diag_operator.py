@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import warnings
 
-import torch
 from linear_operator.operators import (
     CatLinearOperator,
     ConstantDiagLinearOperator,
@@ -15,8 +14,9 @@ from linear_operator.operators import (
 from torch import Tensor
 
 from gprf.exceptions import LowRankStructureWarning
-from gprf.linalg.capacitance import checked_cholesky, nonfinite_rows, raise_for_nonfinite_rows
 from gprf.linalg.feature_root import FeatureRoot
+from gprf.linalg.points_factor import factor_points
+from gprf.linalg.route import choose_route
 from gprf.linalg.weight_space_cg import cg_feature_space_terms
 from gprf.settings import factor_dtype, weight_space_solver
 
@@ -35,7 +35,8 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
     accurate), so float32 models stay accurate at small noise;
     the whole step costs :math:`2NF^2 + O(F^3)` flops forward and backward. With fewer points than features
     (:math:`N < F`, common early in Bayesian optimization) :math:`K` itself is formed and factored instead,
-    :math:`O(N^2F + N^3)`, which avoids the :math:`O(F^3)` factorisation and its backward. Training rows with
+    :math:`O(N^2F + N^3)`, which avoids the :math:`O(F^3)` factorisation and its backward
+    (:func:`gprf.linalg.choose_route`; :class:`gprf.settings.covariance_route` forces either). Training rows with
     NaN or infinite values raise :class:`~gprf.exceptions.NonFiniteTrainingDataError`; a covariance of no training
     points raises ``ValueError`` (GPyTorch's marginal likelihood per point would be :math:`0/0`).
 
@@ -89,7 +90,8 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
                 )
         root = self.feature_root
         # Fewer points than features (e.g. early Bayesian optimization): the N x N route is the cheaper one.
-        terms = _dense_terms if root.num_points < root.num_columns else _feature_space_terms
+        route = choose_route("likelihood", root.num_points, root.num_columns, self.batch_shape)
+        terms = _dense_terms if route == "points" else _feature_space_terms
         inv_quad_term, logdet_term = terms(root, rhs, logdet)
         if inv_quad_term is not None and reduce_inv_quad:
             inv_quad_term = inv_quad_term.sum(-1)
@@ -141,18 +143,13 @@ def _feature_space_terms(root: FeatureRoot, rhs: Tensor | None, logdet: bool) ->
 
 
 def _dense_terms(root: FeatureRoot, rhs: Tensor | None, logdet: bool) -> tuple[Tensor | None, Tensor | None]:
-    r""":math:`K = s\,RR^\top + \Sigma` formed and factored in the factor dtype: :math:`O(N^2F + N^3)`, for
-    :math:`N < F`."""
-    dtype = factor_dtype.value()
-    features = root.scaled_features().to(dtype)
-    noise = root.noise.to(dtype).expand(*features.shape[:-1])
-    covariance = features @ features.mT + torch.diag_embed(noise)
+    r""":math:`K = s\,RR^\top + \Sigma` formed and factored in the factor dtype: :math:`O(N^2F + N^3)`, the points
+    route (:func:`gprf.linalg.choose_route`)."""
     # Targets do not enter K: their finiteness is checked with the factor's (one synchronisation).
-    cholesky = checked_cholesky(covariance, lambda: raise_for_nonfinite_rows(nonfinite_rows(features, noise, rhs)), rhs)
+    factor = factor_points(root, rhs)
     inv_quad_term, logdet_term = None, None
     if rhs is not None:
-        whitened = torch.linalg.solve_triangular(cholesky, rhs.to(dtype), upper=False)
-        inv_quad_term = whitened.square().sum(-2).to(rhs.dtype)
+        inv_quad_term = factor.whiten(rhs.to(factor.cholesky.dtype)).square().sum(-2).to(rhs.dtype)
     if logdet:
-        logdet_term = (2 * cholesky.diagonal(dim1=-2, dim2=-1).log().sum(-1)).to(root.features.dtype)
+        logdet_term = (2 * factor.cholesky.diagonal(dim1=-2, dim2=-1).log().sum(-1)).to(root.dtype)
     return inv_quad_term, logdet_term

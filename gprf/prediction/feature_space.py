@@ -12,6 +12,14 @@ covariance is :math:`\phi_*^\top C^{-1}\phi_* = (L^{-1}\phi_*)^\top(L^{-1}\phi_*
 function-space formulas by the Woodbury identity, at :math:`O(NF^2)` once and :math:`O(MF^2)` per
 prediction. :math:`C` comes from :func:`gprf.linalg.factor_capacitance`, formed and factored in
 :class:`gprf.settings.factor_dtype` (float64 by default) whatever the model dtype.
+
+With fewer points than features the same posterior is cheaper from the :math:`N\times N` side (the *points*
+route, :func:`gprf.linalg.choose_route`): with :math:`K = \tilde\Phi\tilde\Phi^\top + \Sigma = LL^\top`,
+:math:`\tilde\Phi = \sqrt s\,R` and :math:`B = L^{-1}\tilde\Phi`, the push-through identity gives the weight
+posterior mean :math:`C^{-1}\tilde\Phi^\top\Sigma^{-1}(y-\mu) = B^\top L^{-1}(y-\mu)` and Woodbury
+:math:`C^{-1} = I - B^\top B`, so the predictive covariance is
+:math:`\tilde\phi_*^\top\tilde\phi_* - (B\tilde\phi_*)^\top(B\tilde\phi_*)`: :math:`O(N^2F + N^3)` once and
+:math:`O(MNF + MN^2)` per prediction.
 """
 
 from __future__ import annotations
@@ -34,7 +42,8 @@ from linear_operator.operators import (
 from torch import Tensor
 
 from gprf.exceptions import DispatchFallbackWarning
-from gprf.linalg import CapacitanceFactor, FeatureRoot, feature_root
+from gprf.linalg import CapacitanceFactor, FeatureRoot, PointsFactor, choose_route, factor_points, feature_root
+from gprf.linalg.capacitance import fold_leading_batch
 from gprf.prediction.refresh import RefreshingPredictionStrategy
 from gprf.settings import factor_dtype
 
@@ -47,6 +56,17 @@ class WeightSpacePosterior:
     rhs: Tensor  # b, shape (..., F)
     mean: Tensor  # C^{-1} b, shape (..., F)
     feature_versions: tuple[int, ...] = ()  # draw versions of the kernel's feature maps when it was built
+
+
+@dataclass(frozen=True)
+class PointsSpacePosterior:
+    r"""The same weight posterior from the :math:`N\times N` side (module docstring): :math:`L`, :math:`B = L^{-1}
+    \tilde\Phi` ``(..., N, F)`` and the posterior mean of the weights :math:`B^\top L^{-1}(y - \mu)`."""
+
+    factor: PointsFactor
+    whitened_features: Tensor  # B, shape (..., N, F)
+    mean: Tensor  # shape (..., F)
+    feature_versions: tuple[int, ...] = ()
 
 
 def _solve_vector(factor: CapacitanceFactor, rhs: Tensor) -> Tensor:
@@ -66,6 +86,14 @@ class FeatureSpacePredictionStrategy(RefreshingPredictionStrategy):
     added to a dense kernel) it warns with :class:`~gprf.exceptions.DispatchFallbackWarning` and uses GPyTorch's
     default strategy.
     """
+
+    #: Whether predictions may take the points route (real features; subclasses with other features switch it off).
+    points_route = True
+
+    def __init__(self, train_inputs, train_prior_dist, train_labels, likelihood, root=None, inv_root=None) -> None:
+        super().__init__(train_inputs, train_prior_dist, train_labels, likelihood, root=root, inv_root=inv_root)
+        # Fantasy strategies carry a weight posterior updated from their parent's and keep to the features route.
+        self._fixed_route: str | None = None
 
     def _weight_features(self, root: FeatureRoot) -> Tensor:
         """The features of the weight-space model (without the amplitude), in the factor dtype."""
@@ -111,6 +139,36 @@ class FeatureSpacePredictionStrategy(RefreshingPredictionStrategy):
             posterior.mean.grad_fn.register_hook(wrapper)
         return posterior
 
+    @property
+    @cached(name="points_space_posterior")
+    def points_space_posterior(self) -> PointsSpacePosterior | None:
+        """The weight posterior of the points route, or ``None`` when the training covariance is not a feature root
+        plus noise."""
+        train = feature_root(self.lik_train_train_covar)
+        if train is None or train.noise is None:
+            return None
+        with torch.no_grad() if settings.detach_test_caches.on() else torch.enable_grad():
+            residual = (self.train_labels - self.train_prior_dist.mean).unsqueeze(-1)
+            factor = factor_points(train, residual)
+            whitened = factor.whiten(factor.features)
+            mean = (whitened.mT @ factor.whiten(residual.to(whitened.dtype))).squeeze(-1)
+            posterior = PointsSpacePosterior(factor, whitened, mean, train.versions)
+        if posterior.mean.grad_fn is not None:
+            wrapper = functools.partial(clear_cache_hook, self)
+            functools.update_wrapper(wrapper, clear_cache_hook)
+            posterior.mean.grad_fn.register_hook(wrapper)
+        return posterior
+
+    def prediction_route(self, num_test: int, num_columns: int) -> str:
+        """The route of a prediction at ``num_test`` points with a root of ``num_columns`` columns
+        (:func:`gprf.linalg.choose_route`)."""
+        if self._fixed_route is not None:
+            return self._fixed_route
+        if not self.points_route:
+            return "features"
+        batch_shape = self.train_prior_dist.batch_shape
+        return choose_route("prediction", self.num_train, num_columns, batch_shape, num_test=num_test)
+
     def _fallback(self, reason: str) -> None:
         warnings.warn(
             f"gprf's feature-space prediction cannot be used ({reason}); falling back to GPyTorch's dense "
@@ -125,8 +183,9 @@ class FeatureSpacePredictionStrategy(RefreshingPredictionStrategy):
         self, test_mean: Tensor, test_test_covar: LinearOperator, test_train_covar: LinearOperator
     ) -> tuple[Tensor, LinearOperator]:
         self.refresh_if_stale()
-        posterior = self.weight_space_posterior
         test = feature_root(test_test_covar)
+        route = None if test is None else self.prediction_route(test.num_points, test.num_columns)
+        posterior = self.points_space_posterior if route == "points" else self.weight_space_posterior
         if posterior is None or test is None:
             self._fallback("the covariances are not random-feature roots")
             return super().exact_prediction(test_mean, test_test_covar, test_train_covar)
@@ -138,6 +197,8 @@ class FeatureSpacePredictionStrategy(RefreshingPredictionStrategy):
         mean = mean.to(dtype) + test_mean
         if settings.skip_posterior_variances.on():
             return mean, ZeroLinearOperator(*test_test_covar.shape, dtype=dtype, device=mean.device)
+        if route == "points":
+            return mean, DenseLinearOperator(_points_covariance(posterior, test.scale_rows(phi)).to(dtype))
         # phi C^-1 phi^H = B^H B with B = G^-1 phi^H; Re(B^H B) has the real root [Re B^H, Im B^H].
         covar_root = posterior.factor.solve_root(phi.mH).mH
         if covar_root.is_complex():
@@ -196,5 +257,14 @@ class FeatureSpacePredictionStrategy(RefreshingPredictionStrategy):
             likelihood=fant_likelihood,
         )
         add_to_cache(fant_strategy, "weight_space_posterior", new_posterior)
+        fant_strategy._fixed_route = "features"  # its cache is the updated weight posterior
         fant_strategy.stop_following()  # built on this model's modules; the fantasy model holds copies of them
         return fant_strategy
+
+
+def _points_covariance(posterior: PointsSpacePosterior, scaled_phi: Tensor) -> Tensor:
+    r""":math:`\tilde\phi_*\tilde\phi_*^\top - (B\tilde\phi_*^\top)^\top(B\tilde\phi_*^\top)` ``(..., M, M)`` for scaled
+    test features :math:`\tilde\phi_*` ``(..., M, F)`` in the factor dtype (module docstring)."""
+    whitened = fold_leading_batch(torch.matmul, posterior.whitened_features, scaled_phi.mT)  # (..., N, M)
+    covariance = scaled_phi @ scaled_phi.mT - whitened.mT @ whitened
+    return (covariance + covariance.mT) / 2  # symmetric to rounding

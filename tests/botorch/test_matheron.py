@@ -17,7 +17,8 @@ from gpytorch.likelihoods import BernoulliLikelihood
 import gprf
 import gprf.botorch.dispatch as gprf_dispatch
 from gprf.botorch import KernelRootFeatureMap, RandomFeatureSingleTaskGP
-from gprf.botorch.matheron import weight_space_matheron_paths
+from gprf.botorch.matheron import capacitance_update_weights, points_update_weights, weight_space_matheron_paths
+from gprf.linalg import covariance_root
 from tests.botorch.conftest import COMPOSITE_DIMS, COMPOSITES, make_botorch_model, make_composite_model
 
 pytestmark = pytest.mark.botorch
@@ -44,19 +45,51 @@ def test_prior_paths_are_never_evaluated_at_the_training_inputs():
 
 @pytest.mark.parametrize("observed_noise", [False, True])
 @pytest.mark.parametrize("chunk_rows", [False, 7])
-def test_paths_follow_the_posterior(observed_noise, chunk_rows):
+@pytest.mark.parametrize("route", ["points", "features"])
+def test_paths_follow_the_posterior(observed_noise, chunk_rows, route):
     model = make_botorch_model(**(_fixed_noise() if observed_noise else {}))
     model.eval()
     test_x = 2 * torch.rand(5, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64) - 1
     posterior = model.posterior(test_x)
     mean, variance = posterior.mean.detach().squeeze(-1), posterior.variance.detach().squeeze(-1)
     torch.manual_seed(0)
-    with torch.no_grad(), gprf.settings.feature_chunk_size(chunk_rows):
+    solver = points_update_weights if route == "points" else capacitance_update_weights
+    spy = mock.patch(f"gprf.botorch.matheron.{solver.__name__}", wraps=solver)
+    with (
+        torch.no_grad(),
+        gprf.settings.feature_chunk_size(chunk_rows),
+        gprf.settings.covariance_route(route),
+        spy as solve,
+    ):
         samples = draw_matheron_paths(model, torch.Size([NUM_PATHS]))(test_x)  # S x M
+        assert solve.called
     assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
     # Sample variance of Gaussian values: standard error sigma^2 sqrt(2 / (S - 1)).
     z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
     assert z_variance.abs().max() < Z_BOUND
+
+
+@pytest.mark.parametrize("num_outputs", [1, 2])
+def test_both_routes_give_the_same_update_weights_for_the_same_noise(num_outputs):
+    # Points: Phi^T K^-1 (r - Phi w - eps); features: C^-1 (p - G w - xi) with xi = Phi^T Sigma^-1 eps.
+    train_yvar = 0.05 * torch.rand(40, num_outputs, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    model = make_botorch_model(num_outputs=num_outputs, train_Yvar=train_yvar)
+    (points,) = model.train_inputs
+    root = covariance_root(model.covar_module, points).with_noise(model.likelihood.noise_covar.noise)
+    generator = torch.Generator().manual_seed(11)
+    batch_shape = root.source.shape[:-2]
+    residuals = torch.randn(*batch_shape, 40, generator=generator, dtype=torch.float64)
+    columns = torch.randn(*batch_shape, 64, 6, generator=generator, dtype=torch.float64)
+    noise = root.noise.expand(*batch_shape, 40)
+    noise_draws = noise.sqrt().unsqueeze(-1) * torch.randn(
+        *batch_shape, 40, 6, generator=generator, dtype=torch.float64
+    )
+    noise_projection = root.scaled_features().mT @ (noise_draws / noise.unsqueeze(-1))
+    with torch.no_grad():
+        by_points = points_update_weights(root, residuals, columns, noise_draws)
+        by_features = capacitance_update_weights(root, residuals, columns, noise_projection)
+    assert by_points.shape == (*batch_shape, 64, 6)
+    torch.testing.assert_close(by_points, by_features, rtol=0, atol=1e-8)
 
 
 @pytest.mark.parametrize("num_outputs", [1, 2])

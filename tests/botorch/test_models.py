@@ -6,6 +6,7 @@ dimensions, and refused kernels."""
 from __future__ import annotations
 
 import pickle
+from unittest import mock
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.kernels import RBFKernel, ScaleKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
+import gprf
 from gprf.botorch import RandomFeatureSingleTaskGP
 from gprf.botorch.models import output_batch_dims
 from gprf.features import Skeleton
@@ -36,6 +38,7 @@ from gprf.kernels import (
     QuadratureKernel,
     RandomFourierKernel,
 )
+from gprf.linalg import factor_points
 from gprf.prediction import FeatureSpacePredictionStrategy
 from tests.botorch.conftest import (
     COMPOSITE_DIMS,
@@ -161,6 +164,47 @@ def test_knowledge_gradient_uses_feature_space_fantasies():
         expected = reference.posterior(test_x)
         torch.testing.assert_close(fantasy_posterior.mean[j], expected.mean, rtol=0, atol=1e-8)
         torch.testing.assert_close(fantasy_posterior.variance[j], expected.variance, rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_both_routes_give_the_same_acquisition_values_and_gradients(plain):
+    # 40 points, 64 features: qLogNEI's joint posterior at 8 baseline points and q = 2 candidates, and qKG's fantasy
+    # posteriors, by the N x N and the F x F routes. (At all 40 training points as baseline, the joint posterior
+    # covariance is so ill-conditioned that BoTorch's Cholesky factor amplifies rounding to 1e-6 either way.)
+    results = {}
+    for route in ("points", "features"):
+        model = make_botorch_model()
+        if plain:
+            model = SingleTaskGP(
+                *model.train_inputs, model.train_targets.unsqueeze(-1), covar_module=model.covar_module
+            )
+        model.eval()
+        starts = 2 * torch.rand(3, 2, 3, generator=torch.Generator().manual_seed(12), dtype=torch.float64) - 1
+        spy = mock.patch("gprf.prediction.feature_space.factor_points", wraps=factor_points)
+        with gprf.settings.covariance_route(route), spy as points_factorisations:
+            acquisitions = {  # built in the block: qLogNEI caches the baseline posterior's Cholesky factor
+                "qlognei": qLogNoisyExpectedImprovement(
+                    model,
+                    X_baseline=model.train_inputs[0][:8],  # well-conditioned joint covariance
+                    sampler=SobolQMCNormalSampler(torch.Size([32]), seed=0),
+                    prune_baseline=False,  # pruning draws from the global generator
+                ),
+                "qkg": qKnowledgeGradient(
+                    model, num_fantasies=4, sampler=SobolQMCNormalSampler(torch.Size([4]), seed=1)
+                ),
+            }
+            for name, acquisition in acquisitions.items():
+                points = starts
+                if name == "qkg":  # the candidates and one point per fantasy (q + num_fantasies rows)
+                    points = torch.cat([starts, starts[:, :1].expand(3, 4, 3) * 0.5], -2)
+                points = points.clone().requires_grad_(True)
+                value = acquisition(points)
+                (gradient,) = torch.autograd.grad(value.sum(), points)
+                results[route, name] = (value.detach(), gradient)
+        assert points_factorisations.called == (route == "points")
+    for name in ("qlognei", "qkg"):
+        for points, features in zip(results["points", name], results["features", name], strict=True):
+            torch.testing.assert_close(points, features, rtol=0, atol=1e-8)
 
 
 @pytest.mark.parametrize("num_outputs", [1, 2])

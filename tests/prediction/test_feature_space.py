@@ -11,6 +11,7 @@ import torch
 from gpytorch.kernels import ScaleKernel
 from linear_operator.operators import DenseLinearOperator, ZeroLinearOperator
 
+import gprf
 from gprf.exceptions import DispatchFallbackWarning, NonFiniteTrainingDataError
 from gprf.kernels import RandomFourierKernel
 from gprf.linalg import CapacitanceFactor, FeatureRootAddedDiagLinearOperator
@@ -384,3 +385,121 @@ def test_fantasize_and_sample():
         x = torch.rand(m, 3, generator=torch.Generator().manual_seed(m), dtype=torch.float64) * 4
         samples = SobolQMCNormalSampler(sample_shape=torch.Size([8]), seed=1)(model.posterior(x))
         assert samples.shape == (8, m, 1) and torch.isfinite(samples).all()
+
+
+# ---------------------------------------------------------------------------------------- the points route
+ROUTES = ("points", "features")
+
+
+def _few_points_model(batch_shape=torch.Size(), heteroscedastic=False):
+    """20 points, 64 features (the points route is the cheaper one), non-default hyperparameters."""
+    generator = torch.Generator().manual_seed(5)
+    x = torch.rand(*batch_shape, 20, 3, generator=generator, dtype=torch.float64)
+    y = torch.sin(4 * x).sum(-1) + 0.1 * torch.randn(*batch_shape, 20, generator=generator, dtype=torch.float64)
+    likelihood = None
+    if heteroscedastic:
+        noise = 0.01 + 0.2 * torch.rand(*batch_shape, 20, generator=generator, dtype=torch.float64)
+        likelihood = gpytorch.likelihoods.FixedNoiseGaussianLikelihood(noise=noise)
+    return make_model(x, y, likelihood=likelihood, batch_shape=batch_shape), x, y
+
+
+def _spy(name):
+    """A mock that records the calls of ``name`` and runs it."""
+    import importlib
+
+    module_name, attribute = name.rsplit(".", 1)
+    return mock.patch(name, wraps=getattr(importlib.import_module(module_name), attribute))
+
+
+@pytest.mark.parametrize(("batch_shape", "heteroscedastic"), [((), False), ((2,), False), ((), True)])
+def test_both_routes_give_the_same_marginal_likelihood_and_gradients(batch_shape, heteroscedastic):
+    results = {}
+    for route in ROUTES:
+        model, x, y = _few_points_model(torch.Size(batch_shape), heteroscedastic)
+        model.train()
+        mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
+        spy = _spy("gprf.linalg.feature_root_added_diag_operator._dense_terms")
+        with gprf.settings.covariance_route(route), gpytorch.settings.fast_computations(log_prob=True), spy as dense:
+            loss = -mll(model(x), y).sum()
+            gradients = torch.autograd.grad(loss, [p for p in model.parameters() if p.requires_grad])
+        assert dense.called == (route == "points")
+        results[route] = (loss, gradients)
+    torch.testing.assert_close(results["points"][0], results["features"][0], rtol=0, atol=1e-8)
+    for points, features in zip(results["points"][1], results["features"][1], strict=True):
+        torch.testing.assert_close(points, features, rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    ("batch_shape", "heteroscedastic", "test_shape"),
+    [((), False, (6,)), ((), False, (5, 4)), ((2,), False, (5, 2, 4)), ((), True, (7,))],
+)
+def test_both_routes_give_the_same_posterior_and_gradients(batch_shape, heteroscedastic, test_shape):
+    results = {}
+    for route in ROUTES:
+        model, x, y = _few_points_model(torch.Size(batch_shape), heteroscedastic)
+        model.eval()
+        test_x = torch.rand(*test_shape, 3, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+        test_x.requires_grad_(True)
+        with gprf.settings.covariance_route(route), _spy("gprf.prediction.feature_space.factor_points") as points:
+            posterior = model(test_x)
+            mean, covariance = posterior.mean, posterior.covariance_matrix
+            (gradient,) = torch.autograd.grad(mean.sum() + covariance.square().sum(), test_x)
+        assert points.called == (route == "points")
+        assert covariance.shape == (
+            *test_shape[:-1],
+            *batch_shape[len(test_shape) - 1 :],
+            test_shape[-1],
+            test_shape[-1],
+        )
+        results[route] = (mean, covariance, gradient)
+    for points, features in zip(results["points"], results["features"], strict=True):
+        torch.testing.assert_close(points, features, rtol=0, atol=1e-8)
+    # and against the dense weight-space formulas, for the unbatched homoscedastic case
+    if not batch_shape and not heteroscedastic:
+        model, x, y = _few_points_model()
+        test_x = torch.rand(*test_shape, 3, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+        mean, covar = weight_space_prediction(model, x, y, test_x, model.likelihood.noise.expand(20))
+        torch.testing.assert_close(results["points"][0], mean, rtol=0, atol=1e-8)
+        torch.testing.assert_close(results["points"][1], covar, rtol=0, atol=1e-8)
+
+
+def test_auto_route_switches_with_the_number_of_test_points():
+    model, x, y = _few_points_model()
+    model.eval()
+    strategy_route = []
+    for num_test in (4, 100):  # 100 test points > 64 features: the low-rank root of the features route
+        test_x = torch.rand(num_test, 3, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+        with _spy("gprf.prediction.feature_space.factor_points") as points:
+            model(test_x)
+        strategy_route.append(model.prediction_strategy.prediction_route(num_test, 64))
+        assert points.called == (num_test == 4)
+    assert strategy_route == ["points", "features"]
+
+
+def test_forcing_the_points_route_beyond_its_memory_bound_names_the_setting():
+    model, x, y = _few_points_model()
+    model.eval()
+    with gprf.settings.covariance_route("points", max_points_bytes=20 * 20 * 8 - 1):
+        with pytest.raises(ValueError, match=r"covariance_route\('points'\) would form 1 matrices of 20 x 20"):
+            model(x[:3] + 0.01)
+        model.train()
+        with pytest.raises(ValueError, match="max_points_bytes"), gpytorch.settings.fast_computations(log_prob=True):
+            gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)(model(x), y)
+
+
+def test_fantasies_of_a_points_route_model_condition_in_feature_space():
+    model, x, y = _few_points_model()
+    model.eval()
+    test_x = torch.rand(5, 3, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    new_x = torch.rand(2, 3, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+    new_y = torch.randn(3, 2, generator=torch.Generator().manual_seed(10), dtype=torch.float64)
+    model(test_x)  # the points-route caches
+    fantasy = model.get_fantasy_model(new_x, new_y)
+    posterior = fantasy(test_x)
+    assert fantasy.prediction_strategy.prediction_route(5, 64) == "features"
+    reference, _, _ = _few_points_model()
+    for j in range(3):
+        reference.set_train_data(torch.cat([x, new_x]), torch.cat([y, new_y[j]]), strict=False)
+        expected = reference.eval()(test_x)
+        torch.testing.assert_close(posterior.mean[j], expected.mean, rtol=0, atol=1e-8)
+        torch.testing.assert_close(posterior.covariance_matrix[j], expected.covariance_matrix, rtol=0, atol=1e-8)
