@@ -20,6 +20,9 @@ from gprf.linalg.route import choose_route
 from gprf.linalg.weight_space_cg import cg_feature_space_terms
 from gprf.settings import factor_dtype, weight_space_solver
 
+#: Feature draws (their versions, unique per draw and process) whose dense covariance has been warned about.
+_DENSE_WARNED_DRAWS: set[tuple[int, ...]] = set()
+
 
 class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
     r""":math:`K = s\,RR^\top + \Sigma` (a :class:`~gprf.linalg.FeatureRootLinearOperator` plus noise).
@@ -43,7 +46,8 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
     GPyTorch's ``MultivariateNormal.log_prob`` only calls :meth:`inv_quad_logdet` while linear_operator's
     ``fast_computations.log_prob`` is on (GPyTorch's default; BoTorch switches it off on import). Otherwise it
     takes a dense :math:`N\times N` Cholesky of :meth:`to_dense`, which warns with
-    :class:`~gprf.exceptions.LowRankStructureWarning`; :class:`gprf.distributions.MultivariateNormal` keeps the
+    :class:`~gprf.exceptions.LowRankStructureWarning` (once per feature draw, i.e. per model) when :math:`N > F`
+    (for :math:`N \le F` that is the points route anyway); :class:`gprf.distributions.MultivariateNormal` keeps the
     structured density under either setting.
     """
 
@@ -100,14 +104,20 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
         return inv_quad_term, logdet_term
 
     def to_dense(self) -> Tensor:
-        num_columns = self._linear_op.feature_root.num_columns
-        if self.size(-1) > num_columns:
+        root = self._linear_op.feature_root
+        if self.size(-1) > root.num_columns and root.versions not in _DENSE_WARNED_DRAWS:
+            # Once per feature draw, i.e. once per model (a BoTorch loop builds a new model at every iteration);
+            # every time for operators without draws (built by hand, not by a kernel).
+            if root.versions:
+                _DENSE_WARNED_DRAWS.add(root.versions)
             warnings.warn(
                 f"Forming the dense {self.size(-1)} x {self.size(-1)} covariance of a random-feature kernel with "
-                f"{num_columns} features (O(N^2) memory, O(N^3) factorisation). GPyTorch's "
+                f"{root.num_columns} features (O(N^2) memory, O(N^3) factorisation): GPyTorch's "
                 "MultivariateNormal.log_prob does this while linear_operator's fast_computations.log_prob is off, "
-                "as BoTorch sets on import: return gprf.distributions.MultivariateNormal from the model's forward "
-                "(gprf.botorch.RandomFeatureSingleTaskGP does) to keep the O(N F^2) marginal likelihood.",
+                "as BoTorch sets on import. One-line fix: build the model as "
+                "gprf.botorch.RandomFeatureSingleTaskGP(train_X, train_Y, covar_module=...) instead of SingleTaskGP, "
+                "or return gprf.distributions.MultivariateNormal from your ExactGP's forward; either keeps the "
+                "O(N F^2) marginal likelihood. (Shown once per model.)",
                 LowRankStructureWarning,
                 stacklevel=2,
             )

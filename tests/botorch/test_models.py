@@ -6,6 +6,7 @@ dimensions, and refused kernels."""
 from __future__ import annotations
 
 import pickle
+import warnings
 from unittest import mock
 
 import pytest
@@ -23,6 +24,7 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 import gprf
 from gprf.botorch import RandomFeatureSingleTaskGP
 from gprf.botorch.models import output_batch_dims
+from gprf.exceptions import LowRankStructureWarning
 from gprf.features import Skeleton
 from gprf.kernels import (
     AdditiveFeatureKernel,
@@ -38,7 +40,7 @@ from gprf.kernels import (
     QuadratureKernel,
     RandomFourierKernel,
 )
-from gprf.linalg import factor_points
+from gprf.linalg import factor_points, feature_root_added_diag_operator
 from gprf.prediction import FeatureSpacePredictionStrategy
 from tests.botorch.conftest import (
     COMPOSITE_DIMS,
@@ -377,6 +379,56 @@ def test_plain_single_task_gp_with_gprf_kernel_keeps_working():
     mean, variance = dense_posterior(model, test_x)
     torch.testing.assert_close(posterior.mean.detach(), mean, rtol=1e-8, atol=1e-8)
     torch.testing.assert_close(posterior.variance.detach(), variance, rtol=1e-8, atol=1e-8)
+
+
+def _plain_and_gprf_models(num_features: int, n: int = 40):
+    """A plain ``SingleTaskGP`` and a ``RandomFeatureSingleTaskGP`` with the same (separate) gprf kernel and data."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.rand(n, 3, generator=generator, dtype=torch.float64)
+    y = torch.sin(5 * x).sum(-1, keepdim=True)
+
+    def kernel():
+        return ScaleKernel(RandomFourierKernel(num_features, num_dims=3, ard_num_dims=3, seed=0)).double()
+
+    return SingleTaskGP(x, y, covar_module=kernel()), RandomFeatureSingleTaskGP(x, y, covar_module=kernel())
+
+
+def _training_loss(model) -> torch.Tensor:
+    """BoTorch's own loss closure (what ``fit_gpytorch_mll`` evaluates)."""
+    from botorch.optim.closures import get_loss_closure
+
+    model.train()
+    return get_loss_closure(ExactMarginalLogLikelihood(model.likelihood, model))()
+
+
+def test_plain_single_task_gp_warns_once_per_model_where_its_density_goes_dense():
+    # 40 points, 16 features: BoTorch's closure on a plain SingleTaskGP factors the dense 40 x 40 covariance (BoTorch
+    # switched linear_operator's fast log_prob off) and says how to keep the O(N F^2) density, once per model.
+    for _ in range(2):  # a second model warns again
+        plain, _ = _plain_and_gprf_models(num_features=16)
+        with pytest.warns(LowRankStructureWarning, match=r"RandomFeatureSingleTaskGP\(train_X, train_Y, covar") as w:
+            _training_loss(plain)
+            _training_loss(plain)
+        assert sum(issubclass(item.category, LowRankStructureWarning) for item in w) == 1
+
+
+@pytest.mark.parametrize("num_features", [16, 64])
+def test_random_feature_single_task_gp_takes_the_structured_density(num_features):
+    # The same loss through gprf's MultivariateNormal: no dense matrix (N > F: the features route; N <= F: the points
+    # route, which the plain model's dense Cholesky computes too), and the same value as the plain model's.
+    plain, model = _plain_and_gprf_models(num_features)
+    route = "_dense_terms" if num_features > 40 else "_feature_space_terms"
+    spy = mock.patch(
+        f"gprf.linalg.feature_root_added_diag_operator.{route}",
+        wraps=getattr(feature_root_added_diag_operator, route),
+    )
+    with warnings.catch_warnings(), spy as terms:
+        warnings.simplefilter("error", LowRankStructureWarning)
+        loss = _training_loss(model)
+    assert terms.call_count == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LowRankStructureWarning)
+        torch.testing.assert_close(loss, _training_loss(plain), rtol=0, atol=1e-10)
 
 
 def test_output_batch_dims_cover_every_batched_parameter_and_draw():
