@@ -50,6 +50,11 @@ class LowRankStructureWarning(GPRFWarning):
     """An operation on random-feature kernels loses the low-rank root (dense N x N covariance)."""
 
 
+class OversizedFeaturesWarning(GPRFWarning):
+    """A model with far more random features than its training points need is refitted again and again (a Bayesian
+    optimisation loop); :func:`gprf.suggest_num_features` gives the number the points need."""
+
+
 class NonFiniteTrainingDataError(ValueError):
     """Training inputs, targets or noise variances hold NaN or infinite values (their count is in the message)."""
 

@@ -28,6 +28,7 @@ from gprf.distributions import MultivariateNormal
 from gprf.features import FeatureMapBase
 from gprf.fitting.recipe import FIT_MLL_OPTIONS, fit_mll
 from gprf.kernels import RandomFourierKernel, is_feature_kernel, unwrap_scale_kernel
+from gprf.sizing import REFIT_MONITOR, suggest_num_features
 
 
 class RandomFeatureSingleTaskGP(SingleTaskGP):
@@ -39,7 +40,9 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
 
     * without ``covar_module``, the kernel is a :class:`~gprf.kernels.RandomFourierKernel` approximating
       BoTorch's default covariance: an ARD RBF (or Matérn) kernel on the *transformed* inputs with BoTorch's
-      dimension-scaled log-normal lengthscale prior and lower bound, batch shape ``[m]`` for ``m`` outputs;
+      dimension-scaled log-normal lengthscale prior and lower bound, batch shape ``[m]`` for ``m`` outputs, with
+      as many features as the training points need (:func:`gprf.suggest_num_features`) unless ``num_features``
+      says otherwise;
     * a user ``covar_module`` must be a gprf feature kernel (optionally in ``ScaleKernel``) with that batch
       shape; anything else raises, naming the kernel, instead of silently training an :math:`O(N^3)` model;
     * ``_subset_batch_dict`` covers every parameter and per-output feature draw (:func:`output_batch_dims`), and
@@ -59,7 +62,8 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
         train_Yvar: Optional observed noise variances (``FixedNoiseGaussianLikelihood``).
         likelihood, mean_module, outcome_transform, input_transform: as in ``SingleTaskGP``.
         covar_module: A gprf feature kernel; default: see above.
-        num_features: Number of features ``F`` of the default kernel.
+        num_features: Number of features ``F`` of the default kernel, or ``"auto"`` (default):
+            :func:`gprf.suggest_num_features` of the training points and the transformed input dimension.
         kernel: Target of the default kernel: ``"rbf"``, ``"matern12"``, ``"matern32"`` or ``"matern52"``.
         sampler: Frequency sampler of the default kernel (see :class:`~gprf.features.RandomFourierFeatures`).
         seed: Seed of the default kernel's feature draws.
@@ -80,7 +84,7 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
         outcome_transform: OutcomeTransform | _DefaultType | None = DEFAULT,
         input_transform: InputTransform | None = None,
         *,
-        num_features: int = 1024,
+        num_features: int | str = "auto",
         kernel: str = "rbf",
         sampler: str = "orthogonal",
         seed: int | None = None,
@@ -90,6 +94,10 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
         )
         if covar_module is None:
             num_dims = _transformed_dim(train_X, input_transform)
+            if isinstance(num_features, str):
+                if num_features != "auto":
+                    raise ValueError(f"num_features must be a positive integer or 'auto', got {num_features!r}.")
+                num_features = suggest_num_features(train_X.size(-2), num_dims)
             priors = get_covar_module_with_dim_scaled_prior(ard_num_dims=num_dims, batch_shape=output_batch_shape)
             covar_module = RandomFourierKernel(
                 num_features,
@@ -157,11 +165,16 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
         """How BoTorch's ``fit_gpytorch_mll`` fits this model: :func:`gprf.fit_mll` (nested small-``F`` tuning on a
         row subsample, exact scale refit; L-BFGS then the exact refit for small problems).
 
+        A model with far more features than its points need, fitted again and again, warns once
+        (:class:`gprf.sizing.RefitMonitor`).
+
         ``fit_gpytorch_mll`` hands its keyword arguments over: those of :func:`gprf.fit_mll` (``time_budget``,
         ``tune_features``, ``tune_rows``, ``progress``, ...) are used, the others ignored, as BoTorch ignores
         unexpected keywords. An explicit ``optimizer`` or ``closure`` runs BoTorch's generic route instead: the
         optimizer (default ``fit_gpytorch_mll_scipy``) on the closure (default ``get_loss_closure_with_grads``).
         """
+        (train_x,) = self.train_inputs
+        REFIT_MONITOR.note_fit(train_x.size(-2), unwrap_scale_kernel(self.covar_module).root_dim, train_x.size(-1))
         if optimizer is None and closure is None:
             options = {name: kwargs[name] for name in FIT_MLL_OPTIONS if name in kwargs}
             return fit_mll(mll, **options)

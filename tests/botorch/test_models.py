@@ -24,7 +24,7 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 import gprf
 from gprf.botorch import RandomFeatureSingleTaskGP
 from gprf.botorch.models import output_batch_dims
-from gprf.exceptions import LowRankStructureWarning
+from gprf.exceptions import LowRankStructureWarning, OversizedFeaturesWarning
 from gprf.features import Skeleton
 from gprf.kernels import (
     AdditiveFeatureKernel,
@@ -42,6 +42,7 @@ from gprf.kernels import (
 )
 from gprf.linalg import factor_points, feature_root_added_diag_operator
 from gprf.prediction import FeatureSpacePredictionStrategy
+from gprf.sizing import RefitMonitor, suggest_num_features
 from tests.botorch.conftest import (
     COMPOSITE_DIMS,
     COMPOSITES,
@@ -74,6 +75,37 @@ def test_default_kernel_follows_botorch_defaults():
     assert type(kernel.lengthscale_prior) is type(exact_default.lengthscale_prior)
     torch.testing.assert_close(kernel.lengthscale_prior.loc, exact_default.lengthscale_prior.loc)
     assert kernel.raw_lengthscale_constraint.lower_bound == exact_default.raw_lengthscale_constraint.lower_bound
+
+
+def test_default_number_of_features_follows_the_rule_on_the_transformed_inputs():
+    from botorch.models.transforms.input import FilterFeatures
+
+    generator = torch.Generator().manual_seed(0)
+    for n, d, selected, expected in ((40, 6, None, 192), (150, 6, None, 300), (150, 6, [0, 2], 128)):
+        x = torch.rand(n, d, generator=generator, dtype=torch.float64)
+        transform = None if selected is None else FilterFeatures(feature_indices=torch.tensor(selected))
+        model = RandomFeatureSingleTaskGP(x, x.sum(-1, keepdim=True), input_transform=transform)
+        assert model.covar_module.root_dim == expected == suggest_num_features(n, len(selected or range(d)))
+    with pytest.raises(ValueError, match="num_features must be a positive integer or 'auto', got 'many'"):
+        RandomFeatureSingleTaskGP(x, x.sum(-1, keepdim=True), num_features="many")
+    with pytest.raises(ValueError, match="num_features must be a positive integer, got 0"):
+        RandomFeatureSingleTaskGP(x, x.sum(-1, keepdim=True), num_features=0)
+
+
+def test_refitting_oversized_models_warns_once():
+    x = torch.rand(20, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    y = torch.sin(5 * x).sum(-1, keepdim=True)
+    monitor = RefitMonitor()  # a fresh count, whatever other tests fitted
+    options = {"optimizer_kwargs": {"options": {"maxiter": 2}}}
+    with mock.patch("gprf.botorch.models.REFIT_MONITOR", monitor), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in (18, 19, 20):  # a loop: a new model on more points at every iteration, 512 features each time
+            model = RandomFeatureSingleTaskGP(x[:n], y[:n], num_features=512, seed=0)
+            fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model), **options)
+        sized = RandomFeatureSingleTaskGP(x, y)  # the rule's size never counts
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(sized.likelihood, sized), **options)
+    oversized = [w for w in caught if issubclass(w.category, OversizedFeaturesWarning)]
+    assert len(oversized) == 1 and "512 random features on 19 points" in str(oversized[0].message)
 
 
 def test_transformed_input_dimension_sizes_the_kernel():
