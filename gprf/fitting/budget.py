@@ -9,13 +9,16 @@ prediction capacitance :math:`I + (s/\sigma^2)\Phi^\top\Phi` that it hands to th
     T_\text{refit}(N, F) = c_G\,NF^2 + c_E\,F^3.
 
 :func:`probe_refit_cost` measures :math:`c_G` and :math:`c_E` on the model's device when the fit starts, by running
-those very steps on a slice of the problem (:data:`PROBE_ROWS` rows, nested prefixes of at most
-:data:`PROBE_FEATURES` features) after an untimed run at a smaller size (the first call of a BLAS or LAPACK routine
-pays its start-up). The Gram's products are compute-bound at any :math:`F` in the thousands, so their rate carries
-over to larger :math:`F`. The tridiagonalisation is memory-bound, and on one CPU thread its time per :math:`F^3`
-measured 0.26-0.33 ns at every :math:`F` from 1024 to 6144; the Cholesky factorisation gets faster per :math:`F^3`
-as :math:`F` grows (0.06 ns at 1024, 0.026 ns at 6144), so the probe overestimates it: the estimate errs on the side
-of the budget.
+those very steps on a slice of the problem (an eighth of the rows, nested prefixes of a quarter of the features, at
+most :data:`PROBE_ROWS` and :data:`PROBE_FEATURES`) after an untimed run at a smaller size (the first call of a BLAS
+or LAPACK routine pays its start-up). The Gram's products are compute-bound at any :math:`F` in the thousands, so
+their rate carries over to larger :math:`F`. The probe's :math:`F^3` steps run in the cache, whereas the
+tridiagonalisation of a Gram matrix beyond it is bound by memory bandwidth (one thread of a loaded machine measured
+0.2 ns per :math:`F^3` at :math:`F = 768` and 0.56 ns at 3072): on the CPU :math:`c_E` is therefore at least the
+rate that the bandwidth of matrix-vector products on a matrix of the model's size (up to
+:data:`MEMORY_PROBE_SIZE`) implies. The Cholesky factorisation gets faster per :math:`F^3` as :math:`F` grows
+(0.06 ns at 1024, 0.026 ns at 6144), so the probe overestimates it. On a machine shared with other work the load,
+and with it every rate, varies: the slower of two Gram probes counts.
 
 With nested draws every prefix :math:`F' \le F` of the model's draw is itself a valid draw, so the largest
 :math:`F'` whose refit fits the time left (:meth:`RefitCost.largest_cap`) is well defined.
@@ -25,16 +28,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from time import perf_counter
 
 import torch
 
 from gprf.fitting.scale_statistics import FeatureSums
 
-#: Rows and features (per nested kernel) of the timed probe, and of its untimed warm-up.
+#: Rows and features (per nested kernel) of the timed probe at most, and of its untimed warm-up. The probe takes at
+#: most an eighth of the rows and a quarter of the features, so it costs at most 1/128 of the refit's Gram matrix
+#: and 1/64 of its cubic steps.
 PROBE_ROWS, PROBE_FEATURES = 2048, 1024
 WARM_UP_ROWS, WARM_UP_FEATURES = 128, 128
+#: Size of the float64 matrix (128 MiB, beyond a core's cache) and number of matrix-vector products that measure the
+#: memory bandwidth the tridiagonalisation of a large Gram matrix is bound by.
+MEMORY_PROBE_SIZE, MEMORY_PROBE_PRODUCTS = 4096, 4
 #: Caps chosen for the budget are multiples of this many features (Fourier features need even sizes).
 PREFIX_GRANULE = 64
 
@@ -104,18 +112,53 @@ def probe_refit_cost(
     device: torch.device,
     probe_sums: Callable[[int, int], FeatureSums],
     decompose: Callable[[FeatureSums], object],
+    num_rows: int,
+    largest: int,
+    total: int,
 ) -> RefitCost:
     r"""Time the refit's steps on a slice of the problem (module docstring).
 
     ``probe_sums(rows, cap)`` forms the sums of the first ``rows`` training rows with the nested kernels capped at
     ``cap`` features; ``decompose(sums)`` runs the :math:`F^3` steps on them. Both run once untimed at
-    (:data:`WARM_UP_ROWS`, :data:`WARM_UP_FEATURES`), then timed at (:data:`PROBE_ROWS`, :data:`PROBE_FEATURES`).
+    (:data:`WARM_UP_ROWS`, :data:`WARM_UP_FEATURES`), then timed on an eighth of the ``num_rows`` rows (at most
+    :data:`PROBE_ROWS`) capped at a quarter of the ``largest`` kernel's features (at most :data:`PROBE_FEATURES`),
+    the Gram matrix twice (the slower counts: the load of a shared machine varies) and the :math:`F^3` steps on its
+    leading block of the cap's size. On the CPU, :math:`c_E` is at least the memory-bound rate of a Gram matrix of
+    the model's ``total`` features (:func:`_memory_cubic_rate`).
     """
-    decompose(probe_sums(WARM_UP_ROWS, WARM_UP_FEATURES))
-    sums, gram_seconds = _timed(lambda: probe_sums(PROBE_ROWS, PROBE_FEATURES), device)
-    _, cubic_seconds = _timed(lambda: decompose(sums), device)
-    num_features = sums.gram.size(-1)
-    return RefitCost(gram_seconds / (sums.num_data * num_features**2), cubic_seconds / num_features**3)
+    rows = min(PROBE_ROWS, max(WARM_UP_ROWS, num_rows // 8))
+    cap = min(PROBE_FEATURES, max(WARM_UP_FEATURES, largest // 4))
+    decompose(_leading_block(probe_sums(WARM_UP_ROWS, WARM_UP_FEATURES), WARM_UP_FEATURES))
+    timings = [_timed(lambda: probe_sums(rows, cap), device) for _ in range(2)]
+    sums, gram_seconds = timings[0][0], max(seconds for _, seconds in timings)
+    block = _leading_block(sums, cap)
+    _, cubic_seconds = _timed(lambda: decompose(block), device)
+    cubic_rate = cubic_seconds / block.gram.size(-1) ** 3
+    if device.type == "cpu":
+        cubic_rate = max(cubic_rate, _memory_cubic_rate(min(total, MEMORY_PROBE_SIZE), device))
+    return RefitCost(gram_seconds / (sums.num_data * sums.gram.size(-1) ** 2), cubic_rate)
+
+
+def _memory_cubic_rate(size: int, device: torch.device) -> float:
+    r"""Seconds per :math:`F^3` of the tridiagonalisation's memory traffic, from the bandwidth of matrix-vector
+    products on a ``size`` :math:`\times` ``size`` float64 matrix.
+
+    Householder tridiagonalisation multiplies each trailing :math:`(F-k)\times(F-k)` block by a vector, reading
+    :math:`\sum_k (F-k)^2 \approx F^3/3` elements; a Gram matrix beyond the cache is read from memory each time. On
+    one CPU thread the tridiagonal route measured 0.25-0.34 times as long as that many elements read by dense
+    matrix-vector products (:math:`F = 2048`-4096, under varying load), so :math:`F^3/3` elements at their
+    bandwidth bound it from above.
+    """
+    matrix = torch.ones(size, size, dtype=torch.float64, device=device)
+    vector = torch.ones(size, dtype=torch.float64, device=device)
+    matrix @ vector  # untimed: the pages are touched once
+    _, seconds = _timed(lambda: [matrix @ vector for _ in range(MEMORY_PROBE_PRODUCTS)], device)
+    return seconds / (MEMORY_PROBE_PRODUCTS * size**2) / 3
+
+
+def _leading_block(sums: FeatureSums, size: int) -> FeatureSums:
+    """The sums of the first ``size`` features (the Gram matrix's leading block)."""
+    return replace(sums, gram=sums.gram[..., :size, :size], projections=sums.projections[..., :size, :])
 
 
 def _timed(work: Callable[[], object], device: torch.device) -> tuple[object, float]:

@@ -52,8 +52,9 @@ from gprf.kernels.feature_kernel import FeatureKernel
 from gprf.kernels.feature_map_owner import FeatureMapOwner
 from gprf.linalg import CapacitanceFactor
 
-#: Share of ``time_budget`` the tuning stage may take when the refit at the model's full size would not fit in the
-#: rest (``grow="fit"``): more tuning time would buy better hyperparameters for a smaller prefix of the features.
+#: Share of ``time_budget`` the tuning stage keeps however costly the refit at the model's full size: a refit that
+#: needs more than the rest runs on a prefix of the features (``grow="fit"``) or overruns (``grow="full"``). Tuning
+#: starved by a large refit was what made more features look worse under a budget.
 TUNING_SHARE = 0.5
 #: The values of ``grow``.
 GROW_OPTIONS = ("fit", "full")
@@ -160,9 +161,11 @@ def fit_mll(
     growth = FeatureGrowth(mll, nested, tune_features)
     cost = None
     if time_budget is not None and exact_scale_fit and not small:
-        cost = probe_refit_cost(model.train_targets.device, growth.probe_sums, _decompose)
+        cost = probe_refit_cost(
+            model.train_targets.device, growth.probe_sums, _decompose, num_rows, growth.largest, growth.total(None)
+        )
     reserve = 0.0 if cost is None else cost.seconds(num_rows, growth.total(None))
-    if cost is not None and grow == "fit" and nested:
+    if cost is not None:
         reserve = min(reserve, (1 - TUNING_SHARE) * time_budget)
     if reserve:
         report(f"keeping {reserve:.1f} s of the budget for the full-size refit (estimated)", None)
@@ -266,18 +269,23 @@ def _adam(
     reserve: float,
     report: Callable[[int, torch.Tensor], None],
 ) -> None:
+    """Adam steps until ``steps`` are done or the next one would eat into the last ``reserve`` seconds of the budget
+    (judged by the longest step so far; the first step always runs)."""
     optimizer = torch.optim.Adam(mll.parameters(), lr=lr)
     limit = None if clock.budget is None else clock.budget - reserve
+    longest, before = 0.0, clock.elapsed
     for step in range(1, steps + 1):
         optimizer.zero_grad(set_to_none=True)
         loss = _loss(mll)
         loss.backward()
         optimizer.step()
         _project_onto_bounds(mll)
+        after = clock.elapsed
+        longest, before = max(longest, after - before), after
         if step == 1 or step == steps or step % 10 == 0:
             report(step, loss)
         clock.checkpoint(f"tune {step}")
-        if limit is not None and clock.elapsed >= limit:
+        if limit is not None and step < steps and after + longest > limit:
             report(step, loss)
             break
 
