@@ -241,7 +241,8 @@ def render_regression(result: dict) -> list[str]:
         lines.append(format_table(headers, rows))
     note = (
         "mean: the predict-the-training-mean baseline N(0, 1). train_s: the training clock (checkpoint evaluations "
-        "excluded; the last step may overshoot the budget). predict_s: mean and variance at the test points, caches "
-        "cleared first. steps: optimiser steps (SVGP: minibatches; gprf: the recipe's tuning steps and stage ends)."
+        "excluded; the last step may overshoot the budget). predict_s: mean and variance at the test points, the first "
+        "prediction after training (gprf's fit conditions on the data within train_s). steps: optimiser steps "
+        "(SVGP: minibatches; gprf: the recipe's tuning steps and stage ends)."
     )
     return [*lines, "", textwrap.fill(note, width=110)]
