@@ -61,4 +61,3 @@ class LowRankStructureWarning(GPRFWarning):
 
 class NonFiniteTrainingDataError(ValueError):
     """Training inputs, targets or noise variances hold NaN or infinite values (their count is in the message)."""
-

@@ -43,6 +43,8 @@ WARM_UP_ROWS, WARM_UP_FEATURES = 128, 128
 #: Size of the float64 matrix (128 MiB, beyond a core's cache) and number of matrix-vector products that measure the
 #: memory bandwidth the tridiagonalisation of a large Gram matrix is bound by.
 MEMORY_PROBE_SIZE, MEMORY_PROBE_PRODUCTS = 4096, 4
+#: Largest matrix whose eigendecomposition times the :math:`F^3` steps on a GPU (not validated on one yet).
+ACCELERATOR_CUBIC_PROBE_SIZE = 4096
 #: Caps chosen for the budget are multiples of this many features (Fourier features need even sizes).
 PREFIX_GRANULE = 64
 
@@ -124,19 +126,25 @@ def probe_refit_cost(
     :data:`PROBE_ROWS`) capped at a quarter of the ``largest`` kernel's features (at most :data:`PROBE_FEATURES`),
     the Gram matrix twice (the slower counts: the load of a shared machine varies) and the :math:`F^3` steps on its
     leading block of the cap's size. On the CPU, :math:`c_E` is at least the memory-bound rate of a Gram matrix of
-    the model's ``total`` features (:func:`_memory_cubic_rate`).
+    the model's ``total`` features (:func:`_memory_cubic_rate`); on other devices the :math:`F^3` steps are timed
+    on a positive definite matrix of ``total`` features, up to :data:`ACCELERATOR_CUBIC_PROBE_SIZE`.
     """
     rows = min(PROBE_ROWS, max(WARM_UP_ROWS, num_rows // 8))
     cap = min(PROBE_FEATURES, max(WARM_UP_FEATURES, largest // 4))
     decompose(_leading_block(probe_sums(WARM_UP_ROWS, WARM_UP_FEATURES), WARM_UP_FEATURES))
     timings = [_timed(lambda: probe_sums(rows, cap), device) for _ in range(2)]
     sums, gram_seconds = timings[0][0], max(seconds for _, seconds in timings)
+    gram_rate = gram_seconds / (sums.num_data * sums.gram.size(-1) ** 2)
+    if device.type != "cpu":
+        # A GPU's eigendecomposition is bound by latency at the probe's sizes: time it on a matrix of the size of
+        # the refit's, up to ACCELERATOR_CUBIC_PROBE_SIZE.
+        block = _spd_sums(min(total, ACCELERATOR_CUBIC_PROBE_SIZE), sums.gram)
+        _, cubic_seconds = _timed(lambda: decompose(block), device)
+        return RefitCost(gram_rate, cubic_seconds / block.gram.size(-1) ** 3)
     block = _leading_block(sums, cap)
     _, cubic_seconds = _timed(lambda: decompose(block), device)
-    cubic_rate = cubic_seconds / block.gram.size(-1) ** 3
-    if device.type == "cpu":
-        cubic_rate = max(cubic_rate, _memory_cubic_rate(min(total, MEMORY_PROBE_SIZE), device))
-    return RefitCost(gram_seconds / (sums.num_data * sums.gram.size(-1) ** 2), cubic_rate)
+    memory_rate = _memory_cubic_rate(min(total, MEMORY_PROBE_SIZE), device)
+    return RefitCost(gram_rate, max(cubic_seconds / block.gram.size(-1) ** 3, memory_rate))
 
 
 def _memory_cubic_rate(size: int, device: torch.device) -> float:
@@ -154,6 +162,17 @@ def _memory_cubic_rate(size: int, device: torch.device) -> float:
     matrix @ vector  # untimed: the pages are touched once
     _, seconds = _timed(lambda: [matrix @ vector for _ in range(MEMORY_PROBE_PRODUCTS)], device)
     return seconds / (MEMORY_PROBE_PRODUCTS * size**2) / 3
+
+
+def _spd_sums(size: int, like: torch.Tensor) -> FeatureSums:
+    """Sums of ``size`` features whose Gram matrix is a well-conditioned positive definite ``size x size`` matrix
+    (dtype and device of ``like``): a stand-in for timing the :math:`F^3` steps."""
+    generator = torch.Generator(device=like.device).manual_seed(0)
+    factor = torch.randn(size, size, generator=generator, dtype=like.dtype, device=like.device) / size**0.5
+    gram = factor @ factor.mT + torch.eye(size, dtype=like.dtype, device=like.device)
+    projections = torch.ones(size, 2, dtype=like.dtype, device=like.device)
+    ones = torch.ones((), dtype=like.dtype, device=like.device)
+    return FeatureSums(gram, projections, residual_square=ones, residual_sum=ones, num_data=size)
 
 
 def _leading_block(sums: FeatureSums, size: int) -> FeatureSums:

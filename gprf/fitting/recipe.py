@@ -164,11 +164,11 @@ def fit_mll(
         cost = probe_refit_cost(
             model.train_targets.device, growth.probe_sums, _decompose, num_rows, growth.largest, growth.total(None)
         )
-    reserve = 0.0 if cost is None else cost.seconds(num_rows, growth.total(None))
+    reserve = 0.0
     if cost is not None:
-        reserve = min(reserve, (1 - TUNING_SHARE) * time_budget)
-    if reserve:
-        report(f"keeping {reserve:.1f} s of the budget for the full-size refit (estimated)", None)
+        estimate = cost.seconds(num_rows, growth.total(None))
+        reserve = min(estimate, (1 - TUNING_SHARE) * time_budget)
+        report(f"keeping {reserve:.1f} s for the refit (estimated {estimate:.1f} s at F = {growth.total(None)})", None)
     if not small and tune_steps > 0:
         rows = subsample_rows(num_rows, tune_rows if subsample else num_rows, seed, model.train_targets.device)
         with ExitStack() as stack:

@@ -196,3 +196,9 @@ def test_feature_sums_are_shared_by_the_statistics():
     torch.testing.assert_close(sums.projections[:, 1], features.sum(0))
     direct = ScaleStatistics.from_chunks([(features, residual)])
     torch.testing.assert_close(ScaleStatistics.from_sums(sums).eigenvalues, direct.eigenvalues)
+
+
+def test_the_stand_in_for_timing_a_gpus_cubic_steps_is_positive_definite():
+    sums = budget._spd_sums(64, torch.zeros((), dtype=torch.float64))
+    assert sums.gram.shape == (64, 64) and sums.projections.shape == (64, 2)
+    assert torch.linalg.eigvalsh(sums.gram).min().item() >= 1.0 - 1e-12
