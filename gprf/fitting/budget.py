@@ -90,6 +90,10 @@ class RefitCost:
     def seconds(self, num_rows: int, num_features: int) -> float:
         return self.gram_rate * num_rows * num_features**2 + self.cubic_rate * num_features**3
 
+    def slower(self, other: RefitCost) -> RefitCost:
+        """The slower of two measurements, rate by rate (the load of a shared machine varies during a fit)."""
+        return RefitCost(max(self.gram_rate, other.gram_rate), max(self.cubic_rate, other.cubic_rate))
+
     def largest_cap(self, num_rows: int, seconds: float, total: Callable[[int], int], largest: int, least: int) -> int:
         """The largest cap :math:`c` of the nested kernels' sizes whose refit, at ``total(c)`` features in all,
         takes at most ``seconds``: ``largest`` (no cut) if that fits, else the largest multiple of
@@ -110,41 +114,45 @@ class RefitCost:
         return best
 
 
+def probe_sizes(num_rows: int, largest: int) -> tuple[int, int]:
+    """Rows and feature cap of the timed probe: an eighth of ``num_rows`` (at most :data:`PROBE_ROWS`) and a quarter
+    of the ``largest`` nested kernel's features (at most :data:`PROBE_FEATURES`), at least the warm-up's."""
+    return min(PROBE_ROWS, max(WARM_UP_ROWS, num_rows // 8)), min(PROBE_FEATURES, max(WARM_UP_FEATURES, largest // 4))
+
+
 def probe_refit_cost(
     device: torch.device,
-    probe_sums: Callable[[int, int], FeatureSums],
+    form_sums: Callable[[int], FeatureSums],
     decompose: Callable[[FeatureSums], object],
-    num_rows: int,
-    largest: int,
+    rows: int,
+    block: int,
     total: int,
 ) -> RefitCost:
     r"""Time the refit's steps on a slice of the problem (module docstring).
 
-    ``probe_sums(rows, cap)`` forms the sums of the first ``rows`` training rows with the nested kernels capped at
-    ``cap`` features; ``decompose(sums)`` runs the :math:`F^3` steps on them. Both run once untimed at
-    (:data:`WARM_UP_ROWS`, :data:`WARM_UP_FEATURES`), then timed on an eighth of the ``num_rows`` rows (at most
-    :data:`PROBE_ROWS`) capped at a quarter of the ``largest`` kernel's features (at most :data:`PROBE_FEATURES`),
-    the Gram matrix twice (the slower counts: the load of a shared machine varies) and the :math:`F^3` steps on its
-    leading block of the cap's size. On the CPU, :math:`c_E` is at least the memory-bound rate of a Gram matrix of
-    the model's ``total`` features (:func:`_memory_cubic_rate`); on other devices the :math:`F^3` steps are timed
-    on a positive definite matrix of ``total`` features, up to :data:`ACCELERATOR_CUBIC_PROBE_SIZE`.
+    ``form_sums(n)`` forms the sums of the first ``n`` training rows with the features as they are (the caller cuts
+    the nested kernels to the probe's cap, :func:`probe_sizes`, outside the timing); ``decompose(sums)`` runs the
+    :math:`F^3` steps on them. Both run once untimed on :data:`WARM_UP_ROWS` rows and a leading block of
+    :data:`WARM_UP_FEATURES` features, then timed: the sums of ``rows`` rows twice (the slower counts: the load of
+    a shared machine varies) and the :math:`F^3` steps on their leading ``block`` features. On the CPU, :math:`c_E`
+    is at least the memory-bound rate of a Gram matrix of the model's ``total`` features
+    (:func:`_memory_cubic_rate`); on other devices the :math:`F^3` steps are timed on a positive definite matrix of
+    ``total`` features, up to :data:`ACCELERATOR_CUBIC_PROBE_SIZE`.
     """
-    rows = min(PROBE_ROWS, max(WARM_UP_ROWS, num_rows // 8))
-    cap = min(PROBE_FEATURES, max(WARM_UP_FEATURES, largest // 4))
-    decompose(_leading_block(probe_sums(WARM_UP_ROWS, WARM_UP_FEATURES), WARM_UP_FEATURES))
-    timings = [_timed(lambda: probe_sums(rows, cap), device) for _ in range(2)]
+    decompose(_leading_block(form_sums(WARM_UP_ROWS), WARM_UP_FEATURES))
+    timings = [_timed(lambda: form_sums(rows), device) for _ in range(2)]
     sums, gram_seconds = timings[0][0], max(seconds for _, seconds in timings)
     gram_rate = gram_seconds / (sums.num_data * sums.gram.size(-1) ** 2)
     if device.type != "cpu":
         # A GPU's eigendecomposition is bound by latency at the probe's sizes: time it on a matrix of the size of
         # the refit's, up to ACCELERATOR_CUBIC_PROBE_SIZE.
-        block = _spd_sums(min(total, ACCELERATOR_CUBIC_PROBE_SIZE), sums.gram)
-        _, cubic_seconds = _timed(lambda: decompose(block), device)
-        return RefitCost(gram_rate, cubic_seconds / block.gram.size(-1) ** 3)
-    block = _leading_block(sums, cap)
-    _, cubic_seconds = _timed(lambda: decompose(block), device)
+        stand_in = _spd_sums(min(total, ACCELERATOR_CUBIC_PROBE_SIZE), sums.gram)
+        _, cubic_seconds = _timed(lambda: decompose(stand_in), device)
+        return RefitCost(gram_rate, cubic_seconds / stand_in.gram.size(-1) ** 3)
+    leading = _leading_block(sums, block)
+    _, cubic_seconds = _timed(lambda: decompose(leading), device)
     memory_rate = _memory_cubic_rate(min(total, MEMORY_PROBE_SIZE), device)
-    return RefitCost(gram_rate, max(cubic_seconds / block.gram.size(-1) ** 3, memory_rate))
+    return RefitCost(gram_rate, max(cubic_seconds / leading.gram.size(-1) ** 3, memory_rate))
 
 
 def _memory_cubic_rate(size: int, device: torch.device) -> float:

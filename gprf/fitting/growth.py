@@ -17,8 +17,6 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from gprf.exceptions import BudgetWarning
 from gprf.fitting.budget import FitClock, RefitCost
-from gprf.fitting.scale_fit import training_feature_sums
-from gprf.fitting.scale_statistics import FeatureSums
 from gprf.kernels.feature_kernel import unwrap_scale_kernel
 from gprf.kernels.feature_map_owner import FeatureMapOwner
 
@@ -51,11 +49,6 @@ class FeatureGrowth:
         """Columns of the model's feature root with the nested kernels capped at ``cap`` (``None``: as they are)."""
         with self.capped(cap):
             return unwrap_scale_kernel(self.mll.model.covar_module).root_dim
-
-    def probe_sums(self, num_rows: int, cap: int) -> FeatureSums:
-        """The refit's sums of the first ``num_rows`` training rows at cap ``cap`` (a timing probe)."""
-        with self.capped(cap):
-            return training_feature_sums(self.mll, num_rows)
 
     def fit_refit_within(self, cost: RefitCost, clock: FitClock, grow: str, report: Callable[..., None]) -> None:
         """Before the refit: when its estimate at the model's sizes exceeds the time left, warn, and with

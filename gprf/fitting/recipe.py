@@ -26,13 +26,14 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from functools import partial
 
 import torch
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.models import ExactGP
 
 from gprf._checks import check_training_inputs
-from gprf.fitting.budget import FitClock, probe_refit_cost
+from gprf.fitting.budget import FitClock, RefitCost, probe_refit_cost, probe_sizes
 from gprf.fitting.end_point import parameter_values
 from gprf.fitting.fit_arguments import (
     check_callback,
@@ -46,7 +47,7 @@ from gprf.fitting.fit_arguments import (
 from gprf.fitting.growth import FeatureGrowth
 from gprf.fitting.handover import RefitGram, end_with_refit
 from gprf.fitting.row_subsample import subsample_rows, training_rows
-from gprf.fitting.scale_fit import fit_scale_with_sums, supports_exact_scale_fit
+from gprf.fitting.scale_fit import fit_scale_with_sums, supports_exact_scale_fit, training_feature_sums
 from gprf.fitting.scale_statistics import FeatureSums, ScaleStatistics
 from gprf.kernels.feature_kernel import FeatureKernel
 from gprf.kernels.feature_map_owner import FeatureMapOwner
@@ -160,14 +161,24 @@ def fit_mll(
     checkpoints = [("the start", parameter_values(mll))]
     growth = FeatureGrowth(mll, nested, tune_features)
     cost = None
+
+    def probe() -> RefitCost:
+        total = growth.total(None)
+        rows, cap = probe_sizes(num_rows, growth.largest)
+        with growth.capped(cap):  # resized outside the timing
+            return probe_refit_cost(
+                model.train_targets.device, partial(training_feature_sums, mll), _decompose, rows, cap, total
+            )
+
     if time_budget is not None and exact_scale_fit and not small:
-        cost = probe_refit_cost(
-            model.train_targets.device, growth.probe_sums, _decompose, num_rows, growth.largest, growth.total(None)
-        )
+        begin = clock.elapsed
+        cost = probe()
+        probe_seconds = clock.elapsed - begin
     reserve = 0.0
     if cost is not None:
         estimate = cost.seconds(num_rows, growth.total(None))
-        reserve = min(estimate, (1 - TUNING_SHARE) * time_budget)
+        # The refit's share, and time for measuring its cost again just before it.
+        reserve = min(estimate, (1 - TUNING_SHARE) * time_budget) + probe_seconds
         report(f"keeping {reserve:.1f} s for the refit (estimated {estimate:.1f} s at F = {growth.total(None)})", None)
     if not small and tune_steps > 0:
         rows = subsample_rows(num_rows, tune_rows if subsample else num_rows, seed, model.train_targets.device)
@@ -178,6 +189,8 @@ def fit_mll(
             sizes = f"{rows.numel()} rows, F = {tune_features if nested else 'full'}"
             _adam(mll, tune_steps, lr, clock, reserve, lambda step, loss: report(f"tune {step} ({sizes})", loss))
         checkpoints.append(("tuning", parameter_values(mll)))
+    if cost is not None:
+        cost = cost.slower(probe())  # measured again just before the refit: the slower rates count
     clock.checkpoint("tune")
 
     refit = None

@@ -7,6 +7,7 @@ import importlib
 import math
 import warnings
 from contextlib import ExitStack
+from functools import partial
 from unittest import mock
 
 import gpytorch
@@ -19,9 +20,10 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 import gprf
 from gprf.exceptions import BudgetWarning
 from gprf.fitting import budget, scale_statistics
-from gprf.fitting.budget import PREFIX_GRANULE, RefitCost, probe_refit_cost
+from gprf.fitting.budget import PREFIX_GRANULE, RefitCost, probe_refit_cost, probe_sizes
 from gprf.fitting.growth import FeatureGrowth
 from gprf.fitting.recipe import _decompose
+from gprf.fitting.scale_fit import training_feature_sums
 from gprf.fitting.scale_statistics import FeatureSums, ScaleStatistics
 from gprf.kernels import RandomFourierKernel
 
@@ -93,8 +95,8 @@ def _largest_prefix_that_fits(seconds: float) -> int:
 
 
 def _fit(time_budget: float, grow: str) -> tuple[ExactMarginalLogLikelihood, dict, list[warnings.WarningMessage]]:
-    """Fit on the simulated clock: the model, the fit's seconds at the end of each stage ("tune", "scale", "end")
-    and its longest tuning step, and the budget warnings."""
+    """Fit on the simulated clock: the model, the fit's seconds at the end of each stage ("tune", "scale", "end"),
+    of its last tuning step and of its longest, and the budget warnings."""
     mll, clock, seen, steps = _mll(), _SimulatedTime(), {}, []
 
     def record(stage: str, seconds: float) -> None:
@@ -116,19 +118,28 @@ def _fit(time_budget: float, grow: str) -> tuple[ExactMarginalLogLikelihood, dic
         )
         seen["end"] = clock.now
     seen["longest step"] = max(later - earlier for earlier, later in zip(steps, steps[1:], strict=False))
+    seen["last step"] = steps[-1]
     return mll, seen, [w for w in caught if issubclass(w.category, BudgetWarning)]
 
 
-def test_the_probe_measures_the_rates_of_the_refits_own_steps():
+def _probe() -> tuple[RefitCost, float]:
+    """The fit's probe of the refit's cost, and its simulated seconds."""
     clock = _SimulatedTime()
     mll = _mll()
-    with clock.patches():
-        growth = FeatureGrowth(mll, [mll.model.covar_module.base_kernel], TUNE_FEATURES)
-        cost = probe_refit_cost(
-            torch.device("cpu"), growth.probe_sums, _decompose, NUM_ROWS, NUM_FEATURES, NUM_FEATURES
-        )
+    growth = FeatureGrowth(mll, [mll.model.covar_module.base_kernel], TUNE_FEATURES)
+    rows, cap = probe_sizes(NUM_ROWS, NUM_FEATURES)
+    assert (rows, cap) == (NUM_ROWS // 8, NUM_FEATURES // 4)
+    with clock.patches(), growth.capped(cap):
+        form_sums = partial(training_feature_sums, mll)
+        cost = probe_refit_cost(torch.device("cpu"), form_sums, _decompose, rows, cap, NUM_FEATURES)
+    return cost, clock.now
+
+
+def test_the_probe_measures_the_rates_of_the_refits_own_steps():
+    cost, seconds = _probe()
     assert cost.gram_rate == pytest.approx(GRAM_RATE, rel=1e-12)
     assert cost.cubic_rate == pytest.approx(CUBIC_RATE, rel=1e-12)
+    assert seconds < _refit_seconds(NUM_FEATURES) / 16
 
 
 def test_a_budget_the_full_refit_cannot_meet_keeps_the_largest_prefix_that_fits():
@@ -146,9 +157,11 @@ def test_a_budget_the_full_refit_cannot_meet_keeps_the_largest_prefix_that_fits(
     assert (
         f"keep the first {kept} features" in message and f"refit estimated at {_refit_seconds(kept):.1f} s" in message
     )
-    # Tuning kept half the budget (up to the step that would have crossed it), the refit the rest, and the prediction
-    # cache came from the refit: no Gram matrix formed after it.
-    assert time_budget / 2 - seen["longest step"] < seen["tune"] <= time_budget / 2
+    # Tuning kept half the budget less the second probe's time (up to the step that would have crossed that), the
+    # refit the rest, and the prediction cache came from the refit: no Gram matrix formed after it.
+    _, probe_seconds = _probe()
+    tuning_limit = time_budget / 2 - probe_seconds
+    assert tuning_limit - seen["longest step"] < seen["last step"] <= tuning_limit
     assert seen["end"] == pytest.approx(seen["tune"] + _refit_seconds(kept), rel=1e-12)
     assert seen["end"] <= time_budget
 
@@ -161,7 +174,8 @@ def test_grow_full_warns_with_the_estimate_and_keeps_every_feature():
     assert f"estimated at {_refit_seconds(NUM_FEATURES):.1f} s" in message
     assert "it runs anyway (grow='full')" in message
     # Tuning still kept its half of the budget; the full refit overran the rest.
-    assert 50.0 - seen["longest step"] < seen["tune"] <= 50.0
+    tuning_limit = 50.0 - _probe()[1]
+    assert tuning_limit - seen["longest step"] < seen["last step"] <= tuning_limit
     assert seen["end"] == pytest.approx(seen["tune"] + _refit_seconds(NUM_FEATURES), rel=1e-12)
 
 
