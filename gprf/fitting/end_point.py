@@ -69,17 +69,21 @@ def prediction_failure(mll: ExactMarginalLogLikelihood) -> Exception | None:
     return None
 
 
-def end_where_predictable(mll: ExactMarginalLogLikelihood, checkpoints: Sequence[Checkpoint]) -> None:
+def end_where_predictable(
+    mll: ExactMarginalLogLikelihood, checkpoints: Sequence[Checkpoint], failure: Exception | None = None
+) -> None:
     """Leave ``mll`` in eval mode at its current hyperparameters if the model can predict there, else at the last of
     ``checkpoints`` (``(stage, parameter_values)``, oldest first) where it can, with a
-    :class:`~gprf.exceptions.FitFallbackWarning` naming the stage.
+    :class:`~gprf.exceptions.FitFallbackWarning` naming the stage. ``failure``: the numerical error of the current
+    point when it is already known (then it is not checked again).
 
     Raises:
         NotPSDError: The model cannot predict at any checkpoint (the parameters are left at the end point; the
             message says why and what to change). A :class:`~gprf.exceptions.NonFiniteTrainingDataError` at every
             checkpoint is re-raised as it is (the data are to blame).
     """
-    failure = prediction_failure(mll)
+    if failure is None:
+        failure = prediction_failure(mll)
     if failure is None:
         return
     end = parameter_values(mll)

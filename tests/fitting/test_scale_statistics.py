@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from gprf.fitting import ScaleStatistics
+from gprf.fitting import FeatureSums, ScaleStatistics
 
 
 def _problem(num_data: int, num_features: int, batch_shape=(), seed: int = 0):
@@ -130,3 +130,14 @@ def test_bad_chunks_raise_clear_errors():
     bad[3] = math.nan
     with pytest.raises(ValueError, match="NaN or infinite"):
         ScaleStatistics.from_chunks([(features, bad)])
+
+
+def test_feature_sums_are_shared_by_the_statistics():
+    features = torch.randn(20, 6, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    residual = torch.randn(20, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    sums = FeatureSums.from_chunks([(features, residual)])
+    torch.testing.assert_close(sums.gram, features.mT @ features)
+    torch.testing.assert_close(sums.projections[:, 0], features.mT @ residual)
+    torch.testing.assert_close(sums.projections[:, 1], features.sum(0))
+    direct = ScaleStatistics.from_chunks([(features, residual)])
+    torch.testing.assert_close(ScaleStatistics.from_sums(sums).eigenvalues, direct.eigenvalues)
