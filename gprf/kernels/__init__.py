@@ -31,6 +31,7 @@ from gprf.kernels.preconditioned_kernel import PreconditionedKernel
 from gprf.kernels.quadrature import QuadratureKernel
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 from gprf.kernels.random_fourier import RandomFourierKernel
+from gprf.kernels.root_products import multiply_roots  # noqa: F401  (registers GPyTorch's products of roots)
 from gprf.kernels.signed_feature_kernel import SignedFeatureKernel
 from gprf.kernels.signed_part import SignedPartKernel
 from gprf.kernels.signed_random_feature_kernel import SignedRandomFeatureKernel

@@ -16,25 +16,12 @@ from torch import Tensor
 from gprf.exceptions import LowRankStructureWarning
 from gprf.features.versions import feature_versions, mark_written
 from gprf.kernels.exact_expression import exact_expression
+from gprf.kernels.kernel_origin import KernelOrigin
 from gprf.linalg import FeatureRootLinearOperator, LazyFeatures, covariance_root
 from gprf.linalg.deferred_root_transpose_operator import DeferredRootTransposeLinearOperator
+from gprf.linalg.root_algebra import same_tensor as same_inputs
 from gprf.prediction import FeatureSpacePredictionStrategy
 from gprf.settings import feature_chunk_size
-
-
-def same_inputs(x1: Tensor, x2: Tensor) -> bool:
-    """Whether ``x1`` and ``x2`` hold the same points.
-
-    GPyTorch passes the same tensor (or equal views of one storage) for training covariances, which is
-    recognised without a host synchronisation; only distinct tensors of equal shape are compared.
-    """
-    if x1 is x2:
-        return True
-    if x1.shape != x2.shape:
-        return False
-    if x1.data_ptr() == x2.data_ptr() and x1.stride() == x2.stride():
-        return True
-    return torch.equal(x1, x2)
 
 
 def unwrap_scale_kernel(kernel: Kernel) -> Kernel:
@@ -89,8 +76,9 @@ class FeatureKernel(VisibleWrites, Kernel, ABC):
 
     def root_operator(self, x: Tensor, features: Tensor | LazyFeatures) -> FeatureRootLinearOperator:
         """The covariance :math:`K(x, x)` with root ``features`` of raw inputs ``x`` (formed, or a
-        :class:`~gprf.linalg.LazyFeatures`) as the hand-off."""
-        return FeatureRootLinearOperator(features, versions=feature_versions(self))
+        :class:`~gprf.linalg.LazyFeatures`) as the hand-off, with its origin (this kernel's :meth:`features` of
+        ``x``), which GPyTorch's ``ProductKernel`` of two random roots reads (:mod:`gprf.kernels.root_products`)."""
+        return FeatureRootLinearOperator(features, origin=KernelOrigin(self, x), versions=feature_versions(self))
 
     def forward(
         self, x1: Tensor, x2: Tensor, diag: bool = False, last_dim_is_batch: bool = False, **params
