@@ -18,6 +18,7 @@ from gprf.kernels.exact import (
     SphericalPolynomialKernel,
 )
 from gprf.kernels.exact_expression import exact_expression
+from gprf.kernels.expressions import is_feature_expression, root_columns
 from gprf.kernels.feature_kernel import FeatureKernel, FeatureSumKernel, is_feature_kernel, unwrap_scale_kernel
 from gprf.kernels.feature_map_owner import FeatureMapOwner
 from gprf.kernels.feature_product_kernel import FeatureProductKernel
@@ -67,6 +68,8 @@ __all__ = [
     "SphericalPolynomialKernel",
     "exact",
     "exact_expression",
+    "is_feature_expression",
     "is_feature_kernel",
+    "root_columns",
     "unwrap_scale_kernel",
 ]

@@ -22,9 +22,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import warnings
+
 from gpytorch.kernels import Kernel
 from torch import Tensor
 
+from gprf.exceptions import DispatchFallbackWarning
 from gprf.features.nested import mixed_seed
 from gprf.features.versions import feature_versions
 from gprf.kernels.feature_product_kernel import FeatureProductKernel, default_product_budget
@@ -56,8 +59,25 @@ def product_of(first: Kernel, second: Kernel) -> FeatureProductKernel:
         product = FeatureProductKernel(
             *factors, num_features=default_product_budget(factors), seed=_pairing_seed(factors)
         )
+        if product.method != "kronecker":
+            _warn_sketched(product)
         entry = products[second] = (stamp, product)
     return entry[1]
+
+
+def _warn_sketched(product: FeatureProductKernel) -> None:
+    names = " and ".join(type(kernel).__name__ for kernel in product.kernels)
+    warnings.warn(
+        f"GPyTorch's ProductKernel of the random-feature kernels {names}: gprf gives their product the product "
+        f"kernel's {product.method} features ({product.root_dim} columns), as k1 * k2 does, but GPyTorch forms the "
+        "cross covariances K(X*, X) of a ProductKernel itself, as the elementwise product of the factors' (their "
+        "exact Kronecker product, another estimate), and predicts with its default strategy, so model(x), posterior() "
+        "and fantasies do not match the training covariance. Write the product as one gprf kernel, ScaleKernel(k1 * "
+        "k2) or FeatureProductKernel(ScaleKernel(k1), k2) (gprf.random_features converts an expression); BoTorch's "
+        "sample paths (draw_matheron_paths) follow the product's features in either spelling.",
+        DispatchFallbackWarning,
+        stacklevel=4,
+    )
 
 
 def _follow(product: FeatureProductKernel, like: Tensor | LazyFeatures) -> None:
