@@ -47,7 +47,8 @@ class KernelRootFeatureMap(PathwiseFeatureMap):
     r"""BoTorch feature map :math:`\phi(x) = \sqrt s\,r(x)`: the feature root of a gprf covariance at raw inputs.
 
     ``kernel`` is a gprf :class:`~gprf.kernels.FeatureKernel`, alone or inside ``ScaleKernel`` (amplitude
-    :math:`s`), or GPyTorch's sums and products of such kernels (:func:`~gprf.kernels.is_feature_expression`). The map keeps a frozen copy of ``kernel`` as it is at construction — its random feature draws and
+    :math:`s`), or GPyTorch's sums and products of such kernels (:func:`~gprf.kernels.is_feature_expression`). The
+    map keeps a frozen copy of ``kernel`` as it is at construction — its random feature draws and
     its hyperparameters (:func:`~gprf.botorch.frozen.frozen_copy`) — so that sample paths built on it keep the draw
     they were made with: a later ``resample_features()`` or hyperparameter change of ``kernel`` does not reach them
     (build a new map, or draw new paths, to follow it). It evaluates the copy as GPyTorch does (``active_dims``,

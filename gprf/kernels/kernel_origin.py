@@ -47,9 +47,8 @@ def _features(kernel: Kernel, layout: Layout, inputs: Tensor) -> Tensor:
     if layout is None:
         return kernel.features(inputs)
     width, first, second = layout
-    return kernel.combine(
-        [_features(kernel.kernels[0], first, inputs[..., :width]), _features(kernel.kernels[1], second, inputs[..., width:])]
-    )
+    first_root = _features(kernel.kernels[0], first, inputs[..., :width])
+    return kernel.combine([first_root, _features(kernel.kernels[1], second, inputs[..., width:])])
 
 
 def product_origin(product: Kernel, first: KernelOrigin, second: KernelOrigin) -> KernelOrigin | None:

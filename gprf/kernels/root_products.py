@@ -20,9 +20,8 @@ own spelling, ``ScaleKernel(k1 * k2)``, keeps its draws in its buffers).
 
 from __future__ import annotations
 
-from typing import Any
-
 import warnings
+from typing import Any
 
 from gpytorch.kernels import Kernel
 from torch import Tensor
@@ -35,6 +34,7 @@ from gprf.kernels.independent_factors import feature_maps
 from gprf.kernels.kernel_origin import KernelOrigin, product_origin
 from gprf.linalg import FeatureRoot, FeatureRootLinearOperator, LazyFeatures
 from gprf.linalg.root_algebra import joined, product_outputscale, register_root_product
+
 
 def _pairing_seed(kernels: tuple[Kernel, ...]) -> int | None:
     """A seed of the pairing draws from the factors' seeds (``None`` unless every feature map is seeded)."""

@@ -241,4 +241,6 @@ class _RootFactor(DenseLinearOperator):
 
 def _is_transpose(first: Tensor, second: Tensor) -> bool:
     """Whether ``first`` is the transposed view of ``second``."""
-    return first.data_ptr() == second.data_ptr() and first.shape == second.mT.shape and first.stride() == second.mT.stride()
+    transposed = second.mT
+    same_layout = (first.shape, first.stride()) == (transposed.shape, transposed.stride())
+    return same_layout and first.data_ptr() == second.data_ptr()

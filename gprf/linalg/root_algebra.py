@@ -39,7 +39,9 @@ def kronecker_rows(left: Tensor, right: Tensor) -> Tensor:
     return product.expand(*batch_shape, *product.shape[-3:]).reshape(*batch_shape, left.size(-2), -1)
 
 
-def joined(sources: Sequence[Source], combine: Callable[[list[Tensor]], Tensor], params: Sequence[Tensor] = ()) -> Source:
+def joined(
+    sources: Sequence[Source], combine: Callable[[list[Tensor]], Tensor], params: Sequence[Tensor | None] = ()
+) -> Source:
     r"""``combine`` of the roots ``sources`` (of the same rows), row by row: formed when every source is, else a
     :class:`~gprf.linalg.LazyFeatures` over the sources' inputs side by side (a formed source enters as its own
     rows), differentiable in the sources' parameters and ``params`` (tensors ``combine`` reads)."""
@@ -83,7 +85,8 @@ def sum_roots(first: FeatureRoot, second: FeatureRoot) -> FeatureRoot:
     amplitudes = [_amplitude(first.outputscale), _amplitude(second.outputscale)]
 
     def concatenate(roots: list[Tensor]) -> Tensor:
-        scaled = [root if amplitude is None else root * amplitude for root, amplitude in zip(roots, amplitudes)]
+        pairs = zip(roots, amplitudes, strict=True)
+        scaled = [root if amplitude is None else root * amplitude for root, amplitude in pairs]
         batch_shape = torch.broadcast_shapes(*(root.shape[:-2] for root in scaled))
         return torch.cat([root.expand(*batch_shape, *root.shape[-2:]) for root in scaled], dim=-1)
 
@@ -107,7 +110,8 @@ def kronecker_product(first: FeatureRoot, second: FeatureRoot | Tensor) -> Featu
     if not isinstance(second, FeatureRoot):
         second = FeatureRoot(second)
     source = joined([first.source, second.source], lambda roots: kronecker_rows(*roots))
-    return FeatureRoot(source, outputscale=product_outputscale(first, second), versions=first.versions + second.versions)
+    outputscale = product_outputscale(first, second)
+    return FeatureRoot(source, outputscale=outputscale, versions=first.versions + second.versions)
 
 
 def task_rows(covariance: LinearOperator) -> Tensor | None:
