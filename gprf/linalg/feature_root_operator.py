@@ -96,7 +96,11 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
         # linear_operator asks a root for this size only when its MulLinearOperator multiplies it elementwise with
         # another covariance (gprf's own products never build one; a root's root decomposition is itself): GPyTorch's
         # ProductKernel with a factor before the feature kernel that has no feature root, e.g. a task IndexKernel.
-        _warn_dense("Multiplying", "covariance by linear_operator's MulLinearOperator", MULTIPLY_FIX)
+        _warn_dense(
+            "GPyTorch multiplying a covariance without a feature root (a factor before the feature kernel, e.g. a task "
+            "IndexKernel) elementwise by a random-feature covariance",
+            MULTIPLY_FIX,
+        )
         return self.feature_root.num_columns
 
     # ------------------------------------------------------------------ structure-preserving operations
@@ -189,39 +193,39 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
             other = other.evaluate_kernel()
         if isinstance(other, FeatureRootLinearOperator):
             return self.from_root(sum_roots(self.feature_root, other.feature_root))
-        _warn_dense("Adding", type(other).__name__, ADD_FIX)
+        _warn_dense(f"Adding a {type(other).__name__} (no feature root) to a random-feature covariance", ADD_FIX)
         return super().__add__(other)
 
     def _mul_matrix(self, other: LinearOperator) -> LinearOperator:
         other = other.evaluate_kernel()
-        product = None
         if isinstance(other, FeatureRootLinearOperator):
             product = registered_root_product(self, other)
-            if product is None and (not self.feature_root.versions or not other.feature_root.versions):
-                product = self.from_root(kronecker_product(self.feature_root, other.feature_root))
+            if product is not None:
+                return product
+            if not self.feature_root.versions or not other.feature_root.versions:  # an exact root: exact product
+                return self.from_root(kronecker_product(self.feature_root, other.feature_root))
+            what = "another random-feature covariance whose kernel is unknown (e.g. a GPyTorch sum inside a product)"
         else:
             rows = task_rows(other)
             if rows is not None:
-                product = self.from_root(kronecker_product(self.feature_root, rows))
-        if product is not None:
-            return product
-        _warn_dense("Multiplying", type(other).__name__, MULTIPLY_FIX)
+                return self.from_root(kronecker_product(self.feature_root, rows))
+            what = f"a {type(other).__name__} (no feature root)"
+        _warn_dense(f"Multiplying a random-feature covariance elementwise by {what}", MULTIPLY_FIX)
         return DenseLinearOperator(self._dense() * other.to_dense())
 
 
 ADD_FIX = "add feature kernels (k1 + k2, ScaleKernel(k1) + ScaleKernel(k2), FeatureSumKernel)"
 MULTIPLY_FIX = (
-    "multiply feature kernels, a feature kernel first (k1 * k2, ScaleKernel(k1) * k2, FeatureProductKernel, "
-    "covar_module * IndexKernel(...))"
+    "multiply feature kernels, a feature kernel first (k1 * k2, ScaleKernel(k1) * k2, ScaleKernel(k1 * k2), "
+    "FeatureProductKernel, covar_module * IndexKernel(...))"
 )
 
 
-def _warn_dense(action: str, other: str, fix: str) -> None:
-    """Warn that combining a feature root with ``other`` (a covariance without one) gives a dense covariance."""
+def _warn_dense(what: str, fix: str) -> None:
+    """Warn that ``what`` (combining a feature root with a covariance gprf cannot combine it with) is dense."""
     warnings.warn(
-        f"{action} a random-feature covariance and a {other}, which has no feature root (an exact GPyTorch kernel in "
-        "AdditiveKernel or ProductKernel, or a product gprf cannot pair), gives a dense N x N covariance (O(N^3) "
-        f"training). Approximate that part with gprf.random_features and {fix}.",
+        f"{what} gives a dense N x N covariance (O(N^3) training): e.g. an exact GPyTorch kernel in AdditiveKernel or "
+        f"ProductKernel. Approximate that part with gprf.random_features and {fix}.",
         LowRankStructureWarning,
         stacklevel=3,
     )
@@ -235,7 +239,11 @@ class _RootFactor(DenseLinearOperator):
     def matmul(self, other):
         gram = isinstance(other, DenseLinearOperator) and _is_transpose(other.tensor, self.tensor)
         if gram and self.tensor.size(-2) > self.tensor.size(-1):
-            _warn_dense("Adding", "covariance by linear_operator's add_low_rank", ADD_FIX)
+            _warn_dense(
+                "GPyTorch adding a random-feature covariance to a covariance without a feature root (a part before the "
+                "feature kernel)",
+                ADD_FIX,
+            )
         return super().matmul(other)
 
 

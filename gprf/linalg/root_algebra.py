@@ -72,25 +72,23 @@ def joined(
     return LazyFeatures(inputs, feature_fn, chunk_size, all_params)
 
 
-def _amplitude(outputscale: Tensor | None) -> Tensor | None:
-    """:math:`\\sqrt s` shaped to scale rows ``(*batch, n, F)``."""
-    return None if outputscale is None else outputscale.sqrt().unsqueeze(-1).unsqueeze(-1)
-
-
 def sum_roots(first: FeatureRoot, second: FeatureRoot) -> FeatureRoot:
     r"""The hand-off of :math:`s_1R_1R_1^\top + s_2R_2R_2^\top`: root :math:`[\sqrt{s_1}R_1, \sqrt{s_2}R_2]`, no
     amplitude, the draw versions of both (neither may carry noise)."""
     if first.noise is not None or second.noise is not None:
         raise ValueError("sum_roots adds covariances without noise; add the noise once, to the sum.")
-    amplitudes = [_amplitude(first.outputscale), _amplitude(second.outputscale)]
+    outputscales = [first.outputscale, second.outputscale]
 
     def concatenate(roots: list[Tensor]) -> Tensor:
-        pairs = zip(roots, amplitudes, strict=True)
-        scaled = [root if amplitude is None else root * amplitude for root, amplitude in pairs]
+        # The amplitudes are taken here, so that a lazy root recomputing its chunks differentiates them afresh.
+        scaled = [
+            root if outputscale is None else root * outputscale.sqrt().unsqueeze(-1).unsqueeze(-1)
+            for root, outputscale in zip(roots, outputscales, strict=True)
+        ]
         batch_shape = torch.broadcast_shapes(*(root.shape[:-2] for root in scaled))
         return torch.cat([root.expand(*batch_shape, *root.shape[-2:]) for root in scaled], dim=-1)
 
-    source = joined([first.source, second.source], concatenate, [first.outputscale, second.outputscale])
+    source = joined([first.source, second.source], concatenate, outputscales)
     return FeatureRoot(source, versions=first.versions + second.versions)
 
 
