@@ -162,10 +162,10 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
         if features.size(-2) > features.size(-1):
             warnings.warn(
                 f"Forming the dense {features.size(-2)} x {features.size(-2)} matrix of a random-feature covariance "
-                f"of rank {features.size(-1)} (O(N^2) memory): e.g. GPyTorch's ProductKernel multiplying it by a "
-                "covariance without a feature root (an exact kernel first, or a task IndexKernel before the feature "
-                "kernel). Multiply feature kernels, the feature kernel first (ScaleKernel(k1) * k2, "
-                "covar_module * IndexKernel(...)), or approximate the exact part (gprf.random_features).",
+                f"of rank {features.size(-1)} (O(N^2) memory, O(N^3) to factor). GPyTorch does this in a ProductKernel "
+                "whose factor before the feature kernel has no feature root (an exact kernel): multiply feature "
+                "kernels, the feature kernel first (ScaleKernel(k1) * k2, covar_module * IndexKernel(...)), and "
+                "approximate exact factors with gprf.random_features.",
                 LowRankStructureWarning,
                 stacklevel=2,
             )
