@@ -162,7 +162,12 @@ def _dense_spellings():
 
 
 DENSE_SPELLINGS = (
-    "feature + dense", "dense + feature", "feature * dense", "dense * feature", "task first", "unknown random roots"
+    "feature + dense",
+    "dense + feature",
+    "feature * dense",
+    "dense * feature",
+    "task first",
+    "unknown random roots",
 )
 
 
