@@ -1,7 +1,7 @@
 """gprf.botorch.matheron: posterior paths drawn in weight space never evaluate the prior paths at the training inputs,
 follow the model's posterior (also with observed noise, chunked roots and per fantasy of a fantasy model, and for
-GPyTorch's sums and products of gprf kernels in a plain SingleTaskGP), and leave non-Gaussian likelihoods to BoTorch. (Noise-free covariances are refused by the noise helper it shares with the
-update: see test_update.py.)"""
+GPyTorch's sums and products of gprf kernels in a plain SingleTaskGP), and leave non-Gaussian likelihoods to BoTorch.
+(Noise-free covariances are refused by the noise helper it shares with the update: see test_update.py.)"""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from unittest import mock
 
 import pytest
 import torch
-from botorch.sampling import SobolQMCNormalSampler
 from botorch.models import SingleTaskGP
+from botorch.sampling import SobolQMCNormalSampler
 from botorch.sampling.pathwise import draw_matheron_paths, gaussian_update
 from gpytorch.kernels import ScaleKernel
 from gpytorch.likelihoods import BernoulliLikelihood
