@@ -12,7 +12,8 @@ other kernels get bit-identical results with and without gprf. Nothing else of B
 dispatcher             types                                gprf's handler, when the covariance is a gprf kernel
 =====================  ===================================  ======================================================
 ``GenKernelFeatures``  gprf's ``FeatureKernel``             :func:`~gprf.botorch.features.gen_root_features`
-``GenKernelFeatures``  ``ScaleKernel``                      the same, for the whole module
+``GenKernelFeatures``  ``ScaleKernel``                      the same, for the whole module (also around GPyTorch's
+                                                            sums and products of gprf kernels)
 prior sampler          ``ExactGP``                          :func:`~gprf.botorch.prior.kernel_feature_paths`
 Gaussian update        ``ExactGP``, Gaussian likelihoods    :func:`~gprf.botorch.weight_space_update` (BoTorch's
                                                             dense update, frozen, when given ``scale_tril``)
@@ -20,8 +21,13 @@ Matheron paths         ``ExactGP``                          :func:`~gprf.botorch
 Matheron paths         ``MultiTaskGP``                      :func:`~gprf.botorch.multitask_matheron_paths`
 =====================  ===================================  ======================================================
 
-The two Matheron entries share one guard (:func:`takes_weight_space_route`): gprf's route needs a Gaussian likelihood
-and BoTorch's default prior sampler and update, since a caller who passes another one asks for BoTorch's route.
+"A gprf kernel" is any covariance module that evaluates to a feature root (:func:`~gprf.kernels.is_feature_expression`):
+a gprf kernel, alone or in ``ScaleKernel``, and GPyTorch's ``AdditiveKernel`` and ``ProductKernel`` of them (what
+``ScaleKernel(k1) + ScaleKernel(k2)`` and ``MultiTaskGP`` with a scaled data kernel build). BoTorch has no
+``GenKernelFeatures`` entry for those two classes, and gprf adds none (BoTorch's own prior sampler is not asked for gprf
+models). The two Matheron entries share one guard (:func:`takes_weight_space_route`): gprf's route needs a Gaussian
+likelihood and BoTorch's default prior sampler and update, since a caller who passes another one asks for BoTorch's
+route.
 """
 
 from __future__ import annotations

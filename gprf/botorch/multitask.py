@@ -22,8 +22,10 @@ model does; the likelihood's ``marginal`` adds each row's noise, which the root 
 ``Standardize`` (untransformed as one output whatever ``num_outputs``).
 
 ``draw_matheron_paths``, ``get_matheron_path_model`` and ``PathwiseThompsonSampling`` (for a single output task,
-``output_tasks=[t]``) use it when the covariance is a gprf feature kernel (:mod:`gprf.botorch.dispatch`); every other
-``MultiTaskGP`` keeps BoTorch's route, unchanged.
+``output_tasks=[t]``) use it when the covariance is a gprf feature kernel, or GPyTorch's ``ProductKernel`` of one with
+the task kernel (a ``ScaleKernel`` around the data kernel: the data root times the task covariance's exact root, by
+:mod:`gprf.linalg.root_algebra`) (:mod:`gprf.botorch.dispatch`); every other ``MultiTaskGP`` keeps BoTorch's route,
+unchanged.
 """
 
 from __future__ import annotations

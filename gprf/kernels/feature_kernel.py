@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 import torch
-from gpytorch.kernels import AdditiveKernel, Kernel, ScaleKernel
+from gpytorch.kernels import AdditiveKernel, Kernel, ProductKernel, ScaleKernel
 from linear_operator.operators import MatmulLinearOperator
 from torch import Tensor
 
@@ -59,10 +59,12 @@ class FeatureKernel(VisibleWrites, Kernel, ABC):
 
     An abstract class (GPyTorch's ``Kernel`` is not): a subclass missing an abstract method cannot be built.
 
-    Sums of feature kernels should be built with ``+`` between feature kernels (or
-    :class:`~gprf.kernels.FeatureSumKernel`), which concatenates roots, and products with ``*`` (or
-    :class:`~gprf.kernels.FeatureProductKernel`); GPyTorch's ``AdditiveKernel`` and ``ProductKernel`` would make
-    the covariance dense. ``ScaleKernel(k1) * k2`` is GPyTorch's ``ProductKernel``: write ``ScaleKernel(k1 * k2)``.
+    Sums of feature kernels are built with ``+`` between feature kernels (or :class:`~gprf.kernels.FeatureSumKernel`),
+    which concatenates roots, and products with ``*`` (or :class:`~gprf.kernels.FeatureProductKernel`): the canonical
+    spellings, predicted by gprf's strategy. GPyTorch's ``AdditiveKernel`` and ``ProductKernel`` of feature kernels
+    (``ScaleKernel(k1) + ScaleKernel(k2)``, ``ScaleKernel(k1) * k2``) evaluate to the same roots
+    (:mod:`gprf.linalg.root_algebra`, :mod:`gprf.kernels.root_products`), but GPyTorch predicts them with its own
+    strategy (see the pitfalls in the documentation).
     """
 
     @abstractmethod
@@ -133,6 +135,10 @@ class FeatureKernel(VisibleWrites, Kernel, ABC):
     def __add__(self, other: Kernel) -> Kernel:
         if is_feature_kernel(other):
             return FeatureSumKernel(self, other)
+        if isinstance(other, (AdditiveKernel, ProductKernel)):
+            # GPyTorch's sum or product: its covariance keeps a feature root when its parts have one (and warns when
+            # it cannot), which shows when it is evaluated.
+            return super().__add__(other)
         warnings.warn(
             f"Adding {type(other).__name__} to a random-feature kernel gives a GPyTorch AdditiveKernel whose "
             "covariance is dense (O(N^3) training); add random-feature kernels only to each other.",

@@ -87,8 +87,9 @@ class FeatureProductKernel(FeatureKernelOfParts):
 
     ``k1 * k2`` between feature kernels builds this kernel, with ``num_features`` the largest random factor's
     root dimension times the exact factors' (:func:`default_product_budget`). GPyTorch's ``ScaleKernel(k1) * k2``
-    goes through GPyTorch's ``Kernel.__mul__`` (a dense ``ProductKernel``): write ``ScaleKernel(k1 * k2)`` or
-    ``FeatureProductKernel(ScaleKernel(k1), k2)`` instead.
+    goes through GPyTorch's ``Kernel.__mul__`` (a ``ProductKernel``), whose covariance is this kernel's root of the
+    factors (:mod:`gprf.kernels.root_products`) but whose predictions are GPyTorch's: ``ScaleKernel(k1 * k2)`` or
+    ``FeatureProductKernel(ScaleKernel(k1), k2)`` is the canonical spelling.
 
     The estimate is unbiased only for independent factors: a factor whose draws repeat an earlier factor's (``k * k``,
     ``FeatureProductKernel(k, k)``, two factors built with one seed, a deep copy) is replaced by a copy that shares

@@ -16,6 +16,13 @@ frozen copies, copies them along), are rebuilt when a factor's draws or batch sh
 device and dtype. They are not in the model's ``state_dict``: pairing draws come from the factors' seeds when every
 factor is seeded, else from the global RNG, so a model loaded from a ``state_dict`` pairs again (the product kernel's
 own spelling, ``ScaleKernel(k1 * k2)``, keeps its draws in its buffers).
+
+GPyTorch forms the *cross* covariances of its ``ProductKernel`` itself, as the elementwise product of its factors'
+dense cross covariances (the exact Kronecker product of the factors' estimates), and predicts it with its own default
+strategy; for a product of two random roots that is sketched (joint or permutation features), that is not the
+covariance the model was trained with, so building such a product warns once with
+:class:`~gprf.exceptions.DispatchFallbackWarning` (gprf's spelling predicts with gprf's strategy; sample paths follow
+the product's features either way).
 """
 
 from __future__ import annotations
