@@ -42,8 +42,9 @@ from gprf.fitting.fit_arguments import (
     check_positive_seconds,
     resolve_seed,
 )
-from gprf.fitting.row_subsample import subsample_rows, training_rows
-from gprf.fitting.scale_fit import fit_scale_hyperparameters, supports_exact_scale_fit
+from gprf.fitting.placement import row_placement
+from gprf.fitting.row_subsample import training_rows
+from gprf.fitting.scale_fit import supports_exact_scale_fit
 from gprf.kernels.feature_kernel import FeatureKernel
 from gprf.kernels.feature_map_owner import FeatureMapOwner
 
@@ -58,24 +59,25 @@ class _Clock:
 
     budget: float | None
     callback: Callable[[str, float], None] | None
+    now: Callable[[], float] = time.perf_counter  # one reading for every process of a sharded fit
     start: float = 0.0
     paused: float = 0.0
 
     def __post_init__(self) -> None:
-        self.start = time.perf_counter()
+        self.start = self.now()
 
     @property
     def elapsed(self) -> float:
-        return time.perf_counter() - self.start - self.paused
+        return self.now() - self.start - self.paused
 
     def left(self) -> float:
         return math.inf if self.budget is None else self.budget - self.elapsed
 
     def checkpoint(self, stage: str) -> None:
         if self.callback is not None:
-            begin = time.perf_counter()
+            begin = self.now()
             self.callback(stage, self.elapsed)
-            self.paused += time.perf_counter() - begin
+            self.paused += self.now() - begin
 
 
 def fit_mll(
@@ -152,9 +154,10 @@ def fit_mll(
     seed = resolve_seed(seed)
     progress = check_flag(progress, "progress")
     callback = check_callback(callback)
-    clock = _Clock(time_budget, callback)
+    placement = row_placement(mll)
+    clock = _Clock(time_budget, callback, placement.now)
     report = _reporter(progress)
-    num_rows = model.train_targets.size(-1)
+    num_rows = placement.num_rows(model)
     nested = _nested_kernels(model, tune_features)
     subsample = tune_rows is not None and num_rows > tune_rows
     small = not nested and not subsample
@@ -164,11 +167,11 @@ def fit_mll(
 
     mll.train()
     checkpoints = [("the start", parameter_values(mll))]
-    reserve = 0.0 if time_budget is None or small else _refit_seconds(model)
+    reserve = 0.0 if time_budget is None or small else placement.agree_seconds(_refit_seconds(model))
     if reserve:
         report(f"keeping {reserve:.1f} s of the budget for the full-size refit (estimated)", None)
     if not small and tune_steps > 0:
-        rows = subsample_rows(num_rows, tune_rows if subsample else num_rows, seed, model.train_targets.device)
+        rows = placement.subsample(model, tune_rows if subsample else num_rows, seed)
         with ExitStack() as stack:
             for kernel in nested:
                 stack.enter_context(kernel.features_resized(tune_features))
@@ -179,7 +182,7 @@ def fit_mll(
     clock.checkpoint("tune")
 
     if exact_scale_fit:
-        result = fit_scale_hyperparameters(mll)
+        result = placement.fit_scale_hyperparameters(mll)
         report("scale refit (full data, full F)", None, detail=str(result))
         checkpoints.append(("the scale refit", parameter_values(mll)))
         clock.checkpoint("scale")
@@ -187,9 +190,9 @@ def fit_mll(
         _lbfgs(mll, finish_steps, clock, reserve, lambda loss: report("finish (L-BFGS, full data, full F)", loss))
         if exact_scale_fit and clock.left() >= reserve:
             checkpoints.append(("the finishing L-BFGS", parameter_values(mll)))
-            fit_scale_hyperparameters(mll)
+            placement.fit_scale_hyperparameters(mll)
         clock.checkpoint("finish")
-    end_where_predictable(mll, checkpoints)
+    end_where_predictable(mll, checkpoints, placement.prediction_failure)
     report(f"done in {clock.elapsed:.1f} s", None)
     return mll
 
@@ -307,7 +310,7 @@ def _lbfgs(
         nonlocal longest
         if clock.left() < longest:
             raise _OutOfTime
-        begin = time.perf_counter()
+        begin = clock.now()
         optimizer.zero_grad(set_to_none=True)
         try:
             loss = _loss(mll)
@@ -321,7 +324,7 @@ def _lbfgs(
             raise _InvalidTrialPoint
         if value < best["loss"]:
             best["loss"], best["values"] = value, [p.detach().clone() for p in parameters]
-        longest = max(longest, time.perf_counter() - begin)
+        longest = max(longest, clock.now() - begin)
         return loss
 
     done, evaluations = 0, 0

@@ -33,7 +33,7 @@ positive definite). Fewer points than features (:math:`N < F`) need nothing spec
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -43,6 +43,9 @@ from torch import Tensor
 from gprf.fitting.spectral_projections import spectral_projections
 from gprf.linalg import symmetric_gram
 from gprf.settings import factor_dtype
+
+#: A function from the sums ``[G, P, q, t]`` and the row count :math:`N` of one process's rows to those of all rows.
+SumsReduction = Callable[[list[Tensor], int], tuple[list[Tensor], int]]
 
 
 def _check_chunk(features: object, residual: object, num_features: int | None) -> None:
@@ -87,10 +90,18 @@ class ScaleStatistics:
 
     @classmethod
     def from_chunks(
-        cls, chunks: Iterable[tuple[Tensor, Tensor]], method: Literal["auto", "eigh", "tridiagonal"] = "auto"
+        cls,
+        chunks: Iterable[tuple[Tensor, Tensor]],
+        method: Literal["auto", "eigh", "tridiagonal"] = "auto",
+        reduce: SumsReduction | None = None,
     ) -> ScaleStatistics:
         r"""Accumulate :math:`\Phi^\top\Phi`, :math:`\Phi^\top(y - m_0)`, :math:`\Phi^\top\mathbf 1`, :math:`q, t, N`
         over row chunks ``(features (..., n, F), residual y - m0 (..., n))``, then eigendecompose.
+
+        ``reduce``: ``None``, or a function that takes the sums ``[G, P, q, t]`` (:math:`P` the two projections,
+        ``(..., F, 2)``) and :math:`N` of these chunks and returns those of all the rows, before the
+        eigendecomposition: rows sharded over processes (:mod:`gprf.distributed` sums them over the ranks; there
+        a rank without rows passes one empty chunk).
 
         Each chunk is cast to the factor dtype and dropped after its sums are added, so no more than one chunk of
         :math:`\Phi` is held; the cost is :math:`O(NF^2)` for the sums and :math:`O(F^3)` for :math:`\lambda, a, b`
@@ -122,6 +133,10 @@ class ScaleStatistics:
                 residual_square = residual_square + chunk_square
                 residual_sum = residual_sum + chunk_sum
             num_data += features.size(-2)
+        if reduce is not None and gram is not None:
+            (gram, projections, residual_square, residual_sum), num_data = reduce(
+                [gram, projections, residual_square, residual_sum], num_data
+            )
         if gram is None or num_data == 0:
             raise ValueError("ScaleStatistics.from_chunks got no rows; pass at least one non-empty chunk.")
         if not bool(torch.isfinite(gram).all() & torch.isfinite(projections).all()):
