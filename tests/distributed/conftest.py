@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch._dynamo  # noqa: F401  (torch's optimizers import it on first use, seconds: once, before the forks)
 import torch.distributed as dist
 import torch.multiprocessing as mp
 

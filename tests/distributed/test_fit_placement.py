@@ -1,0 +1,122 @@
+"""fit_mll with a ShardedMarginalLogLikelihood: the subsample, the refit and the clock agree on every rank, and the
+fit reaches the single-process hyperparameters."""
+
+from __future__ import annotations
+
+import gpytorch
+import pytest
+import torch
+
+import gprf
+from gprf.distributed import ShardedMarginalLogLikelihood
+from gprf.fitting.row_subsample import subsample_rows
+from gprf.settings import feature_chunk_size
+from tests.distributed.conftest import NUM_TRAIN, run_ranks, sharded_model
+from tests.prediction.conftest import make_data, make_model
+
+FIT_OPTIONS = dict(tune_rows=120, tune_features=16, tune_steps=8, finish_steps=3, seed=3)
+
+
+def _parameters(mll):
+    return {name: p.detach().clone() for name, p in mll.named_parameters()}
+
+
+def _sharded_subsample(rank, world_size, empty_rank):
+    model, rows = sharded_model(rank, world_size, empty_rank)
+    mll = ShardedMarginalLogLikelihood(model.likelihood, model)
+    placement = mll.row_placement
+    local = placement.subsample(model, 100, seed=5)
+    return {
+        "total": placement.num_rows(model),
+        "global": local + rows.start,
+        "now": placement.now(),
+        "estimate": placement.agree_seconds(float(rank + 1)),
+    }
+
+
+@pytest.mark.parametrize(("world_size", "empty_rank"), [(2, None), (3, 0)])
+def test_rows_subsample_and_clock_agree_across_ranks(world_size, empty_rank, tmp_path):
+    results = run_ranks(_sharded_subsample, world_size, tmp_path, empty_rank)
+    assert all(result["total"] == NUM_TRAIN for result in results)
+    union = torch.cat([result["global"] for result in results])
+    torch.testing.assert_close(union, subsample_rows(NUM_TRAIN, 100, 5, torch.device("cpu")), rtol=0, atol=0)
+    assert all(((result["global"] >= 0) & (result["global"] < NUM_TRAIN)).all() for result in results)
+    # One clock (rank 0's reading) and the largest estimate on every rank.
+    assert len({result["now"] for result in results}) == 1
+    assert all(result["estimate"] == world_size for result in results)
+
+
+def _sharded_fit(rank, world_size, empty_rank):
+    model, rows = sharded_model(rank, world_size, empty_rank)
+    mll = ShardedMarginalLogLikelihood(model.likelihood, model)
+    gprf.fit_mll(mll, **FIT_OPTIONS)
+    return {"parameters": _parameters(mll), "training": mll.training, "bytes": mll.exchange.log.bytes()}
+
+
+def _single_process_fit(chunk_rows):
+    x, y = make_data(n=NUM_TRAIN)
+    model = make_model(x, y, num_features=32)
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
+    with feature_chunk_size(chunk_rows):
+        gprf.fit_mll(mll, **FIT_OPTIONS)
+    return mll, _parameters(mll)
+
+
+def _loss_at(mll, parameters):
+    with torch.no_grad():
+        for name, p in mll.named_parameters():
+            p.copy_(parameters[name])
+    mll.train()
+    model = mll.model
+    return -mll(model(*model.train_inputs), model.train_targets).detach()
+
+
+@pytest.mark.parametrize(("world_size", "empty_rank"), [(2, None), (4, 3)])
+def test_fit_mll_reaches_the_single_process_hyperparameters(world_size, empty_rank, tmp_path):
+    results = run_ranks(_sharded_fit, world_size, tmp_path, empty_rank)
+    mll, expected = _single_process_fit(False)
+    # The fit's end point moves along a flat ridge of the objective (a large outputscale against the constant mean)
+    # when only the order of the float64 sums changes: the same fit with the rows summed in chunks of 25 shows by how
+    # much, and the ranks' other summation order may move it as far, never much further.
+    _, reordered = _single_process_fit(25)
+    sensitivity = {name: (reordered[name] - value).abs().max() for name, value in expected.items()}
+    expected_loss = _loss_at(mll, expected)
+    loss_sensitivity = (_loss_at(mll, reordered) - expected_loss).abs()
+    for result in results:
+        assert not result["training"]
+        for name, value in expected.items():
+            deviation = (result["parameters"][name] - value).abs().max()
+            assert deviation <= 10 * sensitivity[name] + 1e-12, (name, deviation, sensitivity[name])
+        assert (_loss_at(mll, result["parameters"]) - expected_loss).abs() <= 10 * loss_sensitivity + 1e-12
+        # Every rank's parameters are bit-for-bit rank 0's: the same summed gradients and the same decisions.
+        for name, value in results[0]["parameters"].items():
+            assert torch.equal(result["parameters"][name], value)
+    start = _parameters(make_model(*make_data(n=NUM_TRAIN), num_features=32).likelihood)
+    assert (expected["likelihood.noise_covar.raw_noise"] - start["noise_covar.raw_noise"]).abs() > 0.1  # it fitted
+
+
+def _budgeted_fit(rank, world_size):
+    # Rank 1 holds three times rank 0's rows: its steps take longer, and its own clock would stop at another step.
+    model, _ = sharded_model(rank, world_size, n=2000, num_features=64)
+    mll = ShardedMarginalLogLikelihood(model.likelihood, model)
+    stages = []
+    gprf.fit_mll(
+        mll,
+        time_budget=1.0,
+        tune_rows=None,
+        tune_features=32,
+        tune_steps=10_000,
+        finish_steps=0,
+        callback=lambda stage, seconds: stages.append(stage),
+    )
+    return {"stages": stages, "parameters": _parameters(mll)}
+
+
+def test_the_time_budget_stops_every_rank_at_the_same_step(tmp_path):
+    results = run_ranks(_budgeted_fit, 2, tmp_path)
+    first, second = results
+    assert first["stages"] == second["stages"]
+    tuning = [stage for stage in first["stages"] if stage.startswith("tune ")]
+    assert 1 <= len(tuning) < 10_000  # the budget, not the step count, ended the tuning
+    for name, value in first["parameters"].items():
+        assert torch.equal(second["parameters"][name], value)
