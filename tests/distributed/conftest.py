@@ -50,6 +50,7 @@ def run_ranks(
     A rank that raises fails the test with its traceback; ranks still running after :data:`RUN_TIMEOUT` seconds are
     terminated and the test fails.
     """
+    folder.mkdir(parents=True, exist_ok=True)
     context = mp.start_processes(
         _rank_main,
         args=(world_size, str(folder), group_timeout, worker, args),

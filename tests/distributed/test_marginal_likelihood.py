@@ -8,6 +8,7 @@ import torch
 from gpytorch.priors import GammaPrior
 
 from gprf.distributed import ShardedMarginalLogLikelihood
+from gprf.distributed.exchange import HEADER_SIZE
 from gprf.settings import feature_chunk_size
 from tests.distributed.conftest import NUM_TRAIN, run_ranks, sharded_model
 from tests.prediction.conftest import make_data, make_model
@@ -54,3 +55,88 @@ def test_value_and_gradients_equal_the_single_process_ones(world_size, empty_ran
         for name, grad in grads.items():
             torch.testing.assert_close(result["grads"][name], grad, rtol=0, atol=1e-10)
         assert result["steps"] == ["marginal likelihood", "marginal likelihood gradient"]
+
+
+def test_communicated_bytes_per_step_follow_the_formula(tmp_path):
+    world_size, features, gradients = 2, 32, 6  # noise, constant, outputscale and three lengthscales
+    results = run_ranks(_sharded_loss, world_size, tmp_path, None, False)
+    sums = features * (features + 1) // 2 + features + 2  # lower triangle of G, b, q and sum(log noise)
+    fingerprints = world_size * (features + 2)  # every rank's slot of the all-reduce
+    headers = 2 * HEADER_SIZE  # forward and backward
+    for result in results:
+        assert result["bytes"] == 8 * (headers + sums + fingerprints + gradients)
+
+
+def _mismatched(rank, world_size, case):
+    options = {
+        "seed": dict(seed=rank),
+        "features": dict(num_features=32 + 16 * rank),
+    }.get(case, {})
+    model, rows = sharded_model(rank, world_size, **options)
+    x, y = make_data(n=NUM_TRAIN)
+    x, y = x[rows], y[rows]
+    if case == "lengthscale" and rank == 1:
+        model.covar_module.base_kernel.lengthscale = 0.5
+    if case == "noise" and rank == 1:
+        model.likelihood.noise = 0.06
+    if case == "dtype" and rank == 1:
+        model, x, y = model.float(), x.float(), y.float()
+    if case == "targets" and rank == 1:
+        y = y[:-1]  # a shape error in this rank's own part
+    mll = ShardedMarginalLogLikelihood(model.likelihood, model)
+    model.train()
+    try:
+        mll(model(x), y)
+    except Exception as error:
+        return {"kind": type(error).__name__, "message": str(error), "notes": getattr(error, "__notes__", [])}
+    return {"kind": None}
+
+
+@pytest.mark.parametrize(
+    ("case", "kind", "fragment"),
+    [
+        ("seed", "ShardMismatchError", "rank 1 has other random features or kernel hyperparameters than rank 0"),
+        ("lengthscale", "ShardMismatchError", "rank 1 has other random features or kernel hyperparameters"),
+        ("noise", "ShardMismatchError", "rank 1 has other likelihood noise than rank 0"),
+        ("features", "ShardMismatchError", "the number of features is 48 on rank 1 but 32 on rank 0"),
+        ("dtype", "ShardMismatchError", "the model dtype is torch.float32 on rank 1 but torch.float64 on rank 0"),
+        ("targets", "RuntimeError", "size of tensor a"),
+    ],
+)
+def test_ranks_that_disagree_get_one_clear_error_on_every_rank(case, kind, fragment, tmp_path):
+    results = run_ranks(_mismatched, 2, tmp_path, case)
+    for rank, result in enumerate(results):
+        assert result["kind"] == kind
+        assert fragment in result["message"]
+    if case == "targets":  # rank 0 raises rank 1's error, saying so
+        assert results[0]["notes"] == ["Raised on rank 1 in the step 'marginal likelihood'; rank 0 stops with it."]
+
+
+def _skipped_backward(rank, world_size):
+    model, rows = sharded_model(rank, world_size)
+    x, y = make_data(n=NUM_TRAIN)
+    mll = ShardedMarginalLogLikelihood(model.likelihood, model)
+    model.train()
+    loss = -mll(model(x[rows]), y[rows])
+    try:
+        if rank == 0:
+            loss.backward()
+        else:  # forgets the backward pass and evaluates again
+            mll(model(x[rows]), y[rows])
+    except Exception as error:
+        return {"kind": type(error).__name__, "message": str(error)}
+    return {"kind": None}
+
+
+def test_a_rank_that_skips_the_backward_pass_stops_every_rank(tmp_path):
+    for result in run_ranks(_skipped_backward, 2, tmp_path):
+        assert result["kind"] == "ShardMismatchError"
+        assert "rank 0 at 'marginal likelihood gradient', rank 1 at 'marginal likelihood'" in result["message"]
+
+
+def test_refuses_models_without_a_feature_kernel():
+    x, y = make_data(n=20)
+    model = make_model(x, y)
+    model.covar_module = gpytorch.kernels.RBFKernel()
+    with pytest.raises(TypeError, match="gprf random-feature kernel"):
+        ShardedMarginalLogLikelihood(model.likelihood, model)
