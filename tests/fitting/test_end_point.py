@@ -105,3 +105,20 @@ def test_the_fit_returns_in_eval_mode_with_no_cache_of_the_check():
     returned = gprf.fit_mll(mll)
     assert returned is mll and not mll.training and model.prediction_strategy is None
     assert _predicts(mll)
+
+
+def test_the_check_can_be_replaced():
+    """Rows sharded over processes check the capacitance of all of them: the check is a parameter."""
+    mll = _sketch_mll()
+    start = parameter_values(mll)
+    _at_outputscale(mll, 2.0)
+    checked = []
+
+    def only_the_start_predicts(candidate):
+        checked.append(float(candidate.model.covar_module.outputscale))
+        return None if len(checked) > 1 else RuntimeError("not at 2.0")
+
+    with pytest.warns(FitFallbackWarning, match="after the start"):
+        end_where_predictable(mll, [("the start", start)], failure_of=only_the_start_predicts)
+    assert len(checked) == 2 and checked[0] == pytest.approx(2.0)  # the end point, then the start
+    assert all(torch.equal(value, expected) for value, expected in zip(parameter_values(mll), start, strict=True))
