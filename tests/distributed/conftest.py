@@ -1,9 +1,10 @@
 """Helpers of the distributed tests: ranks as forked processes with a gloo process group, each test bounded in time.
 
 Forked workers inherit the imported modules (a spawned one re-imports torch and gpytorch: seconds each); forking is
-safe here as for DataLoader workers, torch resets its thread pools in the child. Every run has a deadline: ranks
-still running then are terminated and the test fails (no test can hang), and the process group's own timeout is short
-so that a collective some rank never reaches fails within seconds.
+safe here as for DataLoader workers, torch resets its thread pools in the child. NCCL ranks (one GPU each) are spawned
+instead: CUDA cannot be used in a forked child. Every run has a deadline: ranks still running then are terminated and
+the test fails (no test can hang), and the process group's own timeout is short so that a collective some rank never
+reaches fails within seconds.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch._dynamo  # noqa: F401  (torch's optimizers import it on first use, seconds: once, before the forks)
+import torch._dynamo  # torch's optimizers import it on first use (seconds): once here, before the forks
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
@@ -28,12 +29,30 @@ RUN_TIMEOUT = 120.0
 GROUP_TIMEOUT = datetime.timedelta(seconds=20)
 NUM_TRAIN = 240
 NUM_FEATURES = 32
+#: The backends the collective tests run on: gloo with CPU ranks here, NCCL with one GPU per rank where two are lent.
+BACKENDS = [
+    pytest.param("gloo", id="gloo-cpu"),
+    pytest.param(
+        "nccl",
+        id="nccl-cuda",
+        marks=pytest.mark.skipif(
+            torch.cuda.device_count() < 2, reason="the NCCL variant needs 2 or more CUDA GPUs (one per rank)"
+        ),
+    ),
+]
 
 
-def _rank_main(rank, world_size, folder, timeout, worker, args):
+def rank_device(backend: str, rank: int) -> torch.device:
+    """The device of rank ``rank``'s model: its own GPU under NCCL, else the CPU."""
+    return torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
+
+
+def _rank_main(rank, world_size, folder, timeout, backend, worker, args):
     torch.set_num_threads(1)
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
     dist.init_process_group(
-        "gloo", init_method=f"file://{folder}/store", rank=rank, world_size=world_size, timeout=timeout
+        backend, init_method=f"file://{folder}/store", rank=rank, world_size=world_size, timeout=timeout
     )
     try:
         result = worker(rank, world_size, *args)
@@ -43,9 +62,15 @@ def _rank_main(rank, world_size, folder, timeout, worker, args):
 
 
 def run_ranks(
-    worker: Callable[..., dict], world_size: int, folder: Path, *args, group_timeout=GROUP_TIMEOUT
+    worker: Callable[..., dict],
+    world_size: int,
+    folder: Path,
+    *args,
+    group_timeout=GROUP_TIMEOUT,
+    backend: str = "gloo",
 ) -> list[dict]:
-    """``worker(rank, world_size, *args)`` on ``world_size`` ranks of a gloo group; the dict each returns, by rank.
+    """``worker(rank, world_size, *args)`` on ``world_size`` ranks of a ``backend`` group (gloo: forked CPU
+    processes; NCCL: spawned, one GPU each); the dict each returns (on the CPU), by rank.
 
     A rank that raises fails the test with its traceback; ranks still running after :data:`RUN_TIMEOUT` seconds are
     terminated and the test fails.
@@ -53,10 +78,10 @@ def run_ranks(
     folder.mkdir(parents=True, exist_ok=True)
     context = mp.start_processes(
         _rank_main,
-        args=(world_size, str(folder), group_timeout, worker, args),
+        args=(world_size, str(folder), group_timeout, backend, worker, args),
         nprocs=world_size,
         join=False,
-        start_method="fork",
+        start_method="fork" if backend == "gloo" else "spawn",
     )
     deadline = time.monotonic() + RUN_TIMEOUT
     while not context.join(timeout=max(deadline - time.monotonic(), 0.0)):
@@ -65,7 +90,7 @@ def run_ranks(
                 process.terminate()
             pytest.fail(f"the {world_size} ranks did not finish within {RUN_TIMEOUT:.0f} s")
     # The results are this test's own objects (e.g. SufficientStatistics), written by its own ranks.
-    return [torch.load(folder / f"rank{rank}.pt", weights_only=False) for rank in range(world_size)]
+    return [torch.load(folder / f"rank{rank}.pt", weights_only=False, map_location="cpu") for rank in range(world_size)]
 
 
 def shard_rows(num_rows: int, rank: int, world_size: int, empty_rank: int | None = None) -> slice:

@@ -18,7 +18,7 @@ from gprf.distributed.exchange import (
     device_code,
     dtype_code,
 )
-from gprf.exceptions import CollectiveError, ShardMismatchError
+from gprf.exceptions import CollectiveError
 from tests.distributed.conftest import run_ranks
 
 

@@ -10,7 +10,7 @@ from gpytorch.priors import GammaPrior
 from gprf.distributed import ShardedMarginalLogLikelihood
 from gprf.distributed.exchange import HEADER_SIZE
 from gprf.settings import feature_chunk_size
-from tests.distributed.conftest import NUM_TRAIN, run_ranks, sharded_model
+from tests.distributed.conftest import BACKENDS, NUM_TRAIN, rank_device, run_ranks, sharded_model
 from tests.prediction.conftest import make_data, make_model
 
 
@@ -27,14 +27,23 @@ def _value_and_gradients(mll, model, x, y):
     return loss.detach(), {name: p.grad.clone() for name, p in mll.named_parameters() if p.grad is not None}
 
 
-def _sharded_loss(rank, world_size, empty_rank, chunk_rows):
+def _sharded_loss(rank, world_size, empty_rank, chunk_rows, backend="gloo"):
+    device = rank_device(backend, rank)
     model, rows = sharded_model(rank, world_size, empty_rank)
-    _with_prior(model)
-    x, y = make_data(n=NUM_TRAIN)
+    model = _with_prior(model).to(device)
+    x, y = (value.to(device) for value in make_data(n=NUM_TRAIN))
+    model.set_train_data(x[rows], y[rows], strict=False)
     mll = ShardedMarginalLogLikelihood(model.likelihood, model)
     with feature_chunk_size(chunk_rows):
         loss, grads = _value_and_gradients(mll, model, x[rows], y[rows])
     return {"loss": loss, "grads": grads, "bytes": mll.exchange.log.bytes(), "steps": mll.exchange.log.steps()}
+
+
+def _single_process_value_and_gradients():
+    x, y = make_data(n=NUM_TRAIN)
+    model = _with_prior(make_model(x, y, num_features=32))
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
+    return _value_and_gradients(mll, model, x, y)
 
 
 @pytest.mark.parametrize(
@@ -44,10 +53,7 @@ def _sharded_loss(rank, world_size, empty_rank, chunk_rows):
 )
 def test_value_and_gradients_equal_the_single_process_ones(world_size, empty_rank, chunk_rows, tmp_path):
     results = run_ranks(_sharded_loss, world_size, tmp_path, empty_rank, chunk_rows)
-    x, y = make_data(n=NUM_TRAIN)
-    model = _with_prior(make_model(x, y, num_features=32))
-    mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
-    loss, grads = _value_and_gradients(mll, model, x, y)
+    loss, grads = _single_process_value_and_gradients()
     assert len(grads) == 4  # noise, constant mean, outputscale and the lengthscales: every one reached
     for result in results:
         torch.testing.assert_close(result["loss"], loss, rtol=0, atol=1e-10)
@@ -55,6 +61,16 @@ def test_value_and_gradients_equal_the_single_process_ones(world_size, empty_ran
         for name, grad in grads.items():
             torch.testing.assert_close(result["grads"][name], grad, rtol=0, atol=1e-10)
         assert result["steps"] == ["marginal likelihood", "marginal likelihood gradient"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_backend_gives_the_single_process_value_and_gradients(backend, tmp_path):
+    results = run_ranks(_sharded_loss, 2, tmp_path, None, 25, backend, backend=backend)
+    loss, grads = _single_process_value_and_gradients()
+    for result in results:
+        torch.testing.assert_close(result["loss"], loss, rtol=0, atol=1e-10)
+        for name, grad in grads.items():
+            torch.testing.assert_close(result["grads"][name], grad, rtol=0, atol=1e-10)
 
 
 def test_communicated_bytes_per_step_follow_the_formula(tmp_path):
@@ -105,7 +121,7 @@ def _mismatched(rank, world_size, case):
 )
 def test_ranks_that_disagree_get_one_clear_error_on_every_rank(case, kind, fragment, tmp_path):
     results = run_ranks(_mismatched, 2, tmp_path, case)
-    for rank, result in enumerate(results):
+    for result in results:
         assert result["kind"] == kind
         assert fragment in result["message"]
     if case == "targets":  # rank 0 raises rank 1's error, saying so
