@@ -9,6 +9,8 @@ communicated bytes of one marginal-likelihood step (forward and backward of
   :func:`step_bytes`: two headers, the packed sums, :math:`K` fingerprint slots and the :math:`P` hyperparameter
   gradients, in float64 (the factor dtype) whatever the model dtype.
 * **Memory**: each process's peak above what it held once its shard and model were built (the data).
+* **Time in collectives** per step (the slowest process's; on the CPU, waits for slower processes included): what
+  communication and load imbalance cost, against the step time.
 
 ``T_K`` is the median over the timed steps of the slowest process's step time. The data are synthetic
 (:math:`x \sim U[0, 1]^d`, :math:`y = \sin(\sum_j x_j) + 0.1\varepsilon`), process :math:`r` holding rows
@@ -53,6 +55,7 @@ from benchmarks.memory import current_memory_bytes, peak_memory_bytes, reset_pea
 from gprf.distributed import ShardedMarginalLogLikelihood
 from gprf.distributed.exchange import HEADER_SIZE
 from gprf.kernels import RandomFourierKernel
+from gprf.settings import feature_chunk_size
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 #: Rows per seeded block of the synthetic data (:func:`data_rows`).
@@ -71,6 +74,7 @@ class Config:
     warmup: int
     threads: int
     device: str
+    chunk_rows: int | None = None
 
 
 def step_bytes(features: int, dims: int, world_size: int, factor_bytes: int = 8) -> int:
@@ -138,12 +142,15 @@ def measure(rank: int, world_size: int, config: Config) -> dict:
     data_bytes = current_memory_bytes(device)
     windowed = reset_peak_memory(device)
     times = []
+    # None: gprf's own rule (feature_chunk_size "auto": roots of 2^27 entries and more are summed in row chunks).
+    chunking = feature_chunk_size("auto" if config.chunk_rows is None else config.chunk_rows)
     for step in range(config.warmup + config.steps):
         for parameter in mll.parameters():
             parameter.grad = None
         begin = time.perf_counter()
-        loss = -mll(model(x), y)
-        loss.backward()
+        with chunking:
+            loss = -mll(model(x), y)
+            loss.backward()
         _synchronize(device)
         if step >= config.warmup:
             times.append(time.perf_counter() - begin)
@@ -152,8 +159,9 @@ def measure(rank: int, world_size: int, config: Config) -> dict:
         "rank": rank,
         "times": times,
         "bytes_per_step": mll.exchange.log.bytes() / (config.warmup + config.steps),
+        "collective_seconds_per_step": mll.exchange.log.seconds() / (config.warmup + config.steps),
         "peak_above_data": None if data_bytes is None or not windowed else max(peak - data_bytes, 0),
-        "loss": float(loss),
+        "loss": float(loss.detach()),
     }
 
 
@@ -195,6 +203,8 @@ def summarise(world_size: int, config: Config, results: list[dict]) -> dict:
         "rows_per_second": world_size * config.rows / step_seconds,
         "bytes_per_step": max(r["bytes_per_step"] for r in results),
         "bytes_formula": step_bytes(config.features, config.dims, world_size),
+        # Time in collectives, waits for slower processes included (NCCL returns before the transfer ends).
+        "collective_seconds_per_step": max(r["collective_seconds_per_step"] for r in results),
         "peak_above_data_bytes": None if None in peaks else max(peaks),
         "loss": results[0]["loss"],
     }
@@ -209,7 +219,10 @@ def with_efficiencies(rows: list[dict], kind: str) -> list[dict]:
 
 
 def _table(title: str, rows: list[dict]) -> str:
-    lines = [title, "  K   rows/proc    step s   rows/s      efficiency  bytes/step (formula)   peak above data"]
+    lines = [
+        title,
+        "  K   rows/proc    step s   rows/s      efficiency  in collectives  bytes/step (formula)   peak above data",
+    ]
     for row in rows:
         peak = row["peak_above_data_bytes"]
         peak_text = "n/a" if peak is None else f"{peak / 2**20:.0f} MiB"
@@ -217,7 +230,8 @@ def _table(title: str, rows: list[dict]) -> str:
         lines.append(
             f"  {row['processes']:<3} {row['rows_per_process']:<11} {row['step_seconds']:<9.3f} "
             f"{row['rows_per_second']:<11.4g} {'' if efficiency is None else f'{efficiency:.1%}':<11} "
-            f"{row['bytes_per_step']:.0f} ({row['bytes_formula']})   {peak_text}"
+            f"{row['collective_seconds_per_step']:<15.4f} {row['bytes_per_step']:.0f} ({row['bytes_formula']})   "
+            f"{peak_text}"
         )
     return "\n".join(lines)
 
@@ -248,6 +262,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps first")
     parser.add_argument("--threads", type=int, default=1, help="CPU threads per process")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cuda: NCCL, one GPU per process")
+    parser.add_argument(
+        "--chunk-rows", type=int, default=None, help="rows per chunk of the chunked Gram (default: gprf's own rule)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     return parser
 
@@ -261,7 +278,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         _parser().error("--warmup must be >= 0 and --total-rows at least the largest process count")
 
     def config(rows: int) -> Config:
-        return Config(rows, args.features, args.dims, args.dtype, args.steps, args.warmup, args.threads, args.device)
+        return Config(
+            rows,
+            args.features,
+            args.dims,
+            args.dtype,
+            args.steps,
+            args.warmup,
+            args.threads,
+            args.device,
+            args.chunk_rows,
+        )
 
     if "WORLD_SIZE" in os.environ and not dist.is_initialized():  # launched by torchrun: this world only
         dist.init_process_group("nccl" if args.device == "cuda" else "gloo")

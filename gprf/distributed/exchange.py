@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
@@ -102,17 +103,20 @@ def _supported_device_types(group: dist.ProcessGroup | None) -> set[str]:
 
 class CommunicationLog:
     """What a :class:`ShardExchange` handed to collectives: calls, numbers and bytes per step (each rank's own
-    contribution: the tensor it all-reduces, or its share of an all-gather)."""
+    contribution: the tensor it all-reduces, or its share of an all-gather), and the wall time spent in them (the
+    transfer and any wait for slower ranks)."""
 
     def __init__(self) -> None:
         self._calls: dict[str, int] = defaultdict(int)
         self._numbers: dict[str, int] = defaultdict(int)
         self._bytes: dict[str, int] = defaultdict(int)
+        self._seconds: dict[str, float] = defaultdict(float)
 
-    def record(self, step: str, tensor: Tensor) -> None:
+    def record(self, step: str, tensor: Tensor, seconds: float = 0.0) -> None:
         self._calls[step] += 1
         self._numbers[step] += tensor.numel()
         self._bytes[step] += tensor.numel() * tensor.element_size()
+        self._seconds[step] += seconds
 
     def calls(self, step: str | None = None) -> int:
         """Collectives made (of ``step``, or of all steps)."""
@@ -126,16 +130,20 @@ class CommunicationLog:
         """Bytes handed to collectives (of ``step``, or of all steps)."""
         return self._total(self._bytes, step)
 
+    def seconds(self, step: str | None = None) -> float:
+        """Wall time in collectives (of ``step``, or of all steps), waits for other ranks included."""
+        return self._total(self._seconds, step)
+
     def steps(self) -> list[str]:
         """The steps that made collectives so far."""
         return list(self._calls)
 
     def reset(self) -> None:
-        for counts in (self._calls, self._numbers, self._bytes):
+        for counts in (self._calls, self._numbers, self._bytes, self._seconds):
             counts.clear()
 
     @staticmethod
-    def _total(counts: dict[str, int], step: str | None) -> int:
+    def _total(counts: dict[str, float], step: str | None) -> float:
         return sum(counts.values()) if step is None else counts.get(step, 0)
 
 
@@ -175,7 +183,14 @@ class ShardExchange:
         return self._device_for(device.type)
 
     # ------------------------------------------------------------------ collectives
-    def _collective(self, step: str, call: Callable[[], object]) -> None:
+    def _collective(self, step: str, tensor: Tensor, call: Callable[[], object]) -> None:
+        """Run ``call``, the collective of ``tensor``, recorded in :attr:`log` under ``step``."""
+        begin = time.perf_counter()
+        self._call(step, call)
+        self.log.record(step, tensor, time.perf_counter() - begin)
+
+    def _call(self, step: str, call: Callable[[], object]) -> None:
+        """Run the collective ``call``; a failure is a :class:`~gprf.exceptions.CollectiveError` naming the step."""
         try:
             call()
         except RuntimeError as error:  # gloo and NCCL report timeouts and lost peers as RuntimeError
@@ -191,8 +206,7 @@ class ShardExchange:
         """The sum of ``tensor`` over the ranks (a new tensor on ``tensor``'s device); call it on every rank with
         the same shape, after a :meth:`agree` that checked it."""
         summed = tensor.detach().to(self.payload_device(tensor.device), copy=True)
-        self.log.record(step, summed)
-        self._collective(step, lambda: dist.all_reduce(summed, op=dist.ReduceOp.SUM, group=self.group))
+        self._collective(step, summed, lambda: dist.all_reduce(summed, op=dist.ReduceOp.SUM, group=self.group))
         return summed.to(tensor.device)
 
     def all_gather(self, step: str, tensor: Tensor) -> Tensor:
@@ -200,17 +214,15 @@ class ShardExchange:
         rank with the same shape, after a :meth:`agree` that checked it."""
         local = tensor.detach().to(self.payload_device(tensor.device))
         parts = [torch.empty_like(local) for _ in range(self.world_size)]
-        self.log.record(step, local)
-        self._collective(step, lambda: dist.all_gather(parts, local, group=self.group))
+        self._collective(step, local, lambda: dist.all_gather(parts, local, group=self.group))
         return torch.stack(parts).to(tensor.device)
 
     def broadcast(self, step: str, tensor: Tensor) -> Tensor:
         """Rank 0's ``tensor`` on every rank (a new tensor on ``tensor``'s device); call it on every rank with the
         same shape and dtype, after a :meth:`agree` that checked them."""
         shared = tensor.detach().to(self.payload_device(tensor.device), copy=True)
-        self.log.record(step, shared)
         source = dist.get_global_rank(self.group, 0) if self.group is not None else 0
-        self._collective(step, lambda: dist.broadcast(shared, src=source, group=self.group))
+        self._collective(step, shared, lambda: dist.broadcast(shared, src=source, group=self.group))
         return shared.to(tensor.device)
 
     # ------------------------------------------------------------------ the header
@@ -264,7 +276,7 @@ class ShardExchange:
             except Exception:  # an exception that does not pickle travels as its text
                 shared = RuntimeError(f"{type(failure).__name__}: {failure}")
         received: list[BaseException | None] = [None] * self.world_size
-        self._collective(step, lambda: dist.all_gather_object(received, shared, group=self.group))
+        self._call(step, lambda: dist.all_gather_object(received, shared, group=self.group))
         if failure is not None:
             raise failure
         rank = int(gathered[:, 1].nonzero()[0, 0])

@@ -50,7 +50,7 @@ def _disagreements(rank, world_size):
     result["failure"] = _error(lambda: exchange.agree("posterior statistics", [("x", 1)], failure=failure))
     # The group is still usable after every one of these errors.
     result["after"] = exchange.all_reduce("row counts", torch.ones(3, dtype=torch.float64))
-    result["log"] = (exchange.log.calls(), exchange.log.numbers(), exchange.log.bytes())
+    result["log"] = (exchange.log.calls(), exchange.log.numbers(), exchange.log.bytes(), exchange.log.seconds())
     return result
 
 
@@ -76,8 +76,9 @@ def test_every_rank_raises_the_same_error_and_the_group_survives(world_size, tmp
         if rank != last:
             assert notes == [f"Raised on rank {last} in the step 'posterior statistics'; rank {rank} stops with it."]
         torch.testing.assert_close(result["after"], torch.full((3,), float(world_size), dtype=torch.float64))
-        # 5 headers and 1 all-reduce of 3 float64 numbers.
-        assert result["log"] == (6, 5 * HEADER_SIZE + 3, 8 * (5 * HEADER_SIZE + 3))
+        # 5 headers and 1 all-reduce of 3 float64 numbers, each timed.
+        assert result["log"][:3] == (6, 5 * HEADER_SIZE + 3, 8 * (5 * HEADER_SIZE + 3))
+        assert result["log"][3] > 0
 
 
 def _timeout(rank, world_size):
@@ -107,10 +108,11 @@ def test_header_fields_read_back_by_name():
 
 def test_communication_log_counts_numbers_and_bytes_per_step():
     log = CommunicationLog()
-    log.record("fit clock", torch.zeros(16, dtype=torch.float64))
-    log.record("scale refit", torch.zeros(10, dtype=torch.float32))
+    log.record("fit clock", torch.zeros(16, dtype=torch.float64), 0.5)
+    log.record("scale refit", torch.zeros(10, dtype=torch.float32), 0.25)
     log.record("scale refit", torch.zeros(2, dtype=torch.float32))
     assert (log.calls(), log.calls("scale refit"), log.numbers("scale refit"), log.bytes()) == (3, 2, 12, 176)
+    assert (log.seconds(), log.seconds("scale refit")) == (0.75, 0.25)
     assert log.steps() == ["fit clock", "scale refit"]
     log.reset()
     assert log.bytes() == 0 and log.steps() == []
