@@ -73,6 +73,14 @@ def tune_on_subsample(x: Tensor, y: Tensor, rows: int, steps: int, seed: int, st
     return model
 
 
+def pivoted_cholesky_preconditioner(kernel_matrix, noise: Tensor, rank: int) -> Callable[[Tensor], Tensor]:
+    r""":math:`v \mapsto P^{-1}v` for GPyTorch's preconditioner of the training covariance ``kernel_matrix`` plus
+    ``noise`` (one variance): :math:`P = LL^\top + \sigma^2 I` with :math:`L` the rank-``rank`` pivoted Cholesky
+    factor of the kernel matrix, applied by the Woodbury identity."""
+    pivoted = to_linear_operator(kernel_matrix).pivoted_cholesky(rank=rank)
+    return FeatureRootPreconditioner.from_root(FeatureRoot(pivoted, noise=noise.detach().reshape(1))).solve
+
+
 def preconditioners(
     model: ExactGP, x: Tensor, features: Sequence[int], kinds: Sequence[str], pivoted_rank: int, seed: int
 ) -> dict[str, Callable[[Tensor], Tensor] | None]:
@@ -81,12 +89,11 @@ def preconditioners(
     random-feature sampler such as ``"iid"``) and number of features."""
     noise = model.likelihood.noise.detach().reshape(1)
     with torch.no_grad():
-        pivoted = to_linear_operator(model.covar_module(x).to_dense()).pivoted_cholesky(rank=pivoted_rank)
         result = {
             "none": None,
-            f"pivoted Cholesky, rank {pivoted_rank}": FeatureRootPreconditioner.from_root(
-                FeatureRoot(pivoted, noise=noise)
-            ).solve,
+            f"pivoted Cholesky, rank {pivoted_rank}": pivoted_cholesky_preconditioner(
+                model.covar_module(x).to_dense(), noise, pivoted_rank
+            ),
         }
         for kind in kinds:
             options = {"preconditioner": "nystrom"} if kind == "nystrom" else {"sampler": kind}

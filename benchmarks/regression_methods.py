@@ -13,10 +13,29 @@ GPyTorch's initial hyperparameters, trained with Adam:
   distribution, ``VariationalELBO`` on minibatches (Hensman, Fusi & Lawrence 2013);
 * ``rff``: GPyTorch's ``RFFKernel`` with ``num_samples = F/2`` frequencies, i.e. ``F`` real features
   :math:`[\cos, \sin]`, trained on the marginal likelihood through the Woodbury identity;
-* ``gprf``: gprf's ``RandomFourierKernel(F, sampler="orthogonal")`` trained by :func:`gprf.fit_mll`.
+* ``gprf``: gprf's ``RandomFourierKernel(F, sampler="orthogonal")`` trained by :func:`gprf.fit_mll`;
+* ``exact-start``: the exact GP started at lengthscale 1, outputscale 1 and noise 0.1 (:data:`SENSIBLE_START`), a
+  start suited to standardised data, where GPyTorch's initial noise (0.69) is far too large;
+* ``exact-warm``: the exact GP from the same start, tuned by Adam on a seeded subsample of :data:`WARM_ROWS` rows
+  (Cholesky; at most :data:`WARM_STEPS` steps and :data:`WARM_SHARE` of the budget), then Adam on all rows (BBMM)
+  for the rest of the budget;
+* ``gprf-exact``: the exact GP with gprf's :class:`~gprf.kernels.PreconditionedKernel` (Nyström points or random
+  features precondition its conjugate gradients) from the same start as ``exact-start`` (measured on kin40k: the
+  exact GP at the surrogate's end point had test RMSE 0.127 from it, 0.139 from GPyTorch's initial values), trained
+  by :func:`gprf.fit_mll`'s exact route: the random-feature
+  recipe on its surrogate, then preconditioned exact steps; predictive variances by its Rayleigh–Ritz cache
+  (``fast_pred_var``). Its kernel matrix is kept whole (``block_rows`` = :math:`N`), as GPyTorch keeps the exact
+  GP's.
+
+The CG-based methods (the exact GPs above ``max_cholesky_size``) report the conjugate-gradient iterations of their
+prediction's mean solve :math:`\hat K^{-1}(y - \mu)` at the trained hyperparameters, to GPyTorch's prediction
+tolerance, under their own preconditioner (GPyTorch's rank-15 pivoted Cholesky, or the kernel's):
+:func:`cg_iterations_per_solve`.
 
 Test metrics are taken at checkpoints of the training clock (:func:`checkpoint_times`); the time they take is
-not counted in it. Predictions are *cold*: caches cleared first, so conditioning on the training data counts.
+not counted in it. Predictions at checkpoints are *cold*: caches cleared first, so conditioning on the training data
+counts. The final prediction is the first after training: a model trained in training mode conditions there, while
+``fit_mll`` has conditioned within its training clock (it hands its exact refit's factor to the model).
 
 References: J. R. Gardner, G. Pleiss, D. Bindel, K. Q. Weinberger, A. G. Wilson. *GPyTorch: Blackbox
 Matrix-Matrix Gaussian Process Inference with GPU Acceleration.* NeurIPS 2018. G. Pleiss, J. R. Gardner,
@@ -28,9 +47,10 @@ J. Hensman, N. Fusi, N. D. Lawrence. *Gaussian Processes for Big Data.* UAI 2013
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import gpytorch
 import torch
@@ -38,28 +58,46 @@ from gpytorch.kernels import InducingPointKernel, RBFKernel, RFFKernel, ScaleKer
 from torch import Tensor
 
 import gprf
+from benchmarks.cg_iterations import pivoted_cholesky_preconditioner
 from gprf.cli.data import Split
 from gprf.cli.models import RegressionGP
 from gprf.cli.options import CLIError
 from gprf.cli.timing import synchronize, timed
-from gprf.kernels import RandomFourierKernel
+from gprf.kernels import PreconditionedKernel, RandomFourierKernel
+from gprf.linalg import PreconditionedAddedDiagLinearOperator, cg_iterations
 from gprf.metrics import mnll
 
 #: ``--methods`` names, in report order.
-METHODS = ("exact", "sgpr", "svgp", "rff", "gprf")
+METHODS = ("exact", "exact-start", "exact-warm", "sgpr", "svgp", "rff", "gprf", "gprf-exact")
+#: The exact GPs (their best is what the gprf routes are measured against) and the gprf routes.
+EXACT_METHODS = ("exact", "exact-start", "exact-warm")
+GPRF_METHODS = ("gprf", "gprf-exact")
+#: Methods whose solves run conjugate gradients above ``max_cholesky_size`` (their iterations are reported).
+CG_METHODS = (*EXACT_METHODS, "gprf-exact")
 LEARNING_RATE = 0.1
+#: Lengthscale, outputscale and noise of ``exact-start`` and ``exact-warm``.
+SENSIBLE_START = {"lengthscale": 1.0, "outputscale": 1.0, "noise": 0.1}
+#: ``exact-warm``: rows of the subsample, and the most Adam steps and share of the budget spent on it.
+WARM_ROWS, WARM_STEPS, WARM_SHARE = 2000, 100, 0.5
+#: Relative residual of the reported CG solves: GPyTorch's prediction tolerance (``eval_cg_tolerance``).
+CG_TOLERANCE = 0.01
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Sizes:
-    """The methods' sizes (inducing points and minibatch are capped at the training size by :meth:`capped`)."""
+    """The methods' sizes (inducing points and minibatch are capped at the training size by :meth:`capped`), and
+    ``gprf-exact``'s preconditioner (``"nystrom"`` or ``"random_features"``) with its points or features."""
 
     inducing_points: int
     batch_size: int
     rff_features: int
+    preconditioner_features: int = 1024
+    preconditioner: str = "nystrom"
 
     def capped(self, num_train: int) -> Sizes:
-        return Sizes(min(self.inducing_points, num_train), min(self.batch_size, num_train), self.rff_features)
+        return dataclasses.replace(
+            self, inducing_points=min(self.inducing_points, num_train), batch_size=min(self.batch_size, num_train)
+        )
 
 
 def checkpoint_times(budget: float, count: int) -> list[float]:
@@ -114,19 +152,23 @@ class Contender:
         self.model = model
         self.likelihood = likelihood
 
-    def predict(self, test_x: Tensor) -> tuple[Tensor, Tensor]:
-        """Cold predictive mean and variance (noise included): caches cleared, then ``likelihood(model(x))``."""
-        self.model.train()  # drops the prediction caches of exact GPs and the variational strategy's K_uu factor
+    def predict(self, test_x: Tensor, clear_caches: bool = True) -> tuple[Tensor, Tensor]:
+        """Predictive mean and variance (noise included), ``likelihood(model(x))``: cold, caches cleared first, or
+        (``clear_caches=False``) the first prediction after training, which uses the caches training left (gprf's
+        ``fit_mll`` hands its refit's factor over; the others leave their models in training mode, without one)."""
+        if clear_caches:
+            self.model.train()  # drops the prediction caches of exact GPs and the variational strategy's K_uu factor
         self.model.eval()
         self.likelihood.eval()
         with torch.no_grad(), self.predict_settings():
             output = self.likelihood(self.model(test_x))
             return output.mean, output.variance
 
-    def evaluate(self, split: Split, device: torch.device) -> dict[str, float]:
-        """Test metrics and the seconds of a cold prediction; the modules' training flags are restored."""
+    def evaluate(self, split: Split, device: torch.device, clear_caches: bool = True) -> dict[str, float]:
+        """Test metrics and the seconds of a prediction (:meth:`predict`); the modules' training flags are
+        restored."""
         modes = {module: module.training for module in (self.model, self.likelihood)}
-        (mean, variance), seconds = timed(lambda: self.predict(split.test_x), device)
+        (mean, variance), seconds = timed(lambda: self.predict(split.test_x, clear_caches), device)
         for module, training in modes.items():
             module.train(training)
         return {**predictive_metrics(mean, variance, split.test_y), "predict_s": seconds}
@@ -201,6 +243,18 @@ def build_contender(method: str, split: Split, sizes: Sizes, num_features: int |
     x, y, d = split.train_x, split.train_y, split.train_x.shape[-1]
     if method == "exact":
         return ExactContender(RegressionGP(x, y, RBFKernel(ard_num_dims=d)))
+    if method in ("exact-start", "exact-warm"):
+        return ExactContender(_started_sensibly(RegressionGP(x, y, RBFKernel(ard_num_dims=d))))
+    if method == "gprf-exact":
+        model = _started_sensibly(RegressionGP(x, y, RBFKernel(ard_num_dims=d)))
+        model.covar_module = PreconditionedKernel(
+            model.covar_module,
+            sizes.preconditioner_features,
+            preconditioner=sizes.preconditioner,
+            seed=seed,
+            block_rows=max(x.shape[0], 1),
+        ).to(x)
+        return ExactContender(model)
     if method == "sgpr":
         model = RegressionGP(x, y, RBFKernel(ard_num_dims=d))
         inducing = seeded_rows(x, sizes.inducing_points, seed).clone()
@@ -216,6 +270,14 @@ def build_contender(method: str, split: Split, sizes: Sizes, num_features: int |
         kernel = RandomFourierKernel(num_features, d, sampler="orthogonal", seed=seed, ard_num_dims=d)
         return MarginalLikelihoodContender(RegressionGP(x, y, kernel))
     raise ValueError(f"Unknown method {method!r}; valid choices are: {', '.join(METHODS)}.")
+
+
+def _started_sensibly(model: RegressionGP) -> RegressionGP:
+    """``model`` at :data:`SENSIBLE_START`."""
+    model.covar_module.base_kernel.lengthscale = SENSIBLE_START["lengthscale"]
+    model.covar_module.outputscale = SENSIBLE_START["outputscale"]
+    model.likelihood.noise = SENSIBLE_START["noise"]
+    return model
 
 
 class Run:
@@ -246,25 +308,55 @@ class Run:
             self.points.append({"train_s": self.train_s, "steps": self.steps, **details, **metrics})
 
     def finish(self) -> dict:
-        """The final point: training clock, steps and test metrics of the trained model."""
+        """The final point: training clock, steps and test metrics of the trained model (its first prediction
+        after training: caches training built count in ``train_s``)."""
         self.train_s = self.clock.seconds()
-        return {"train_s": self.train_s, "steps": self.steps, **self.contender.evaluate(self.split, self.device)}
+        metrics = self.contender.evaluate(self.split, self.device, clear_caches=False)
+        return {"train_s": self.train_s, "steps": self.steps, **metrics}
 
 
-def train_adam(contender: Contender, run: Run, budget: float) -> None:
-    """Adam steps on the contender's own loss until the training clock reaches ``budget`` (the last step may
-    overshoot it: a step is never cut short)."""
+def _adam(contender: Contender) -> torch.optim.Adam:
+    """Adam on every trainable parameter of the contender (its modules in training mode)."""
     modules = (contender.model, contender.likelihood)
     params = [p for p in dict.fromkeys(p for m in modules for p in m.parameters()) if p.requires_grad]
-    optimizer = torch.optim.Adam(params, lr=LEARNING_RATE)
     for module in modules:
         module.train()
-    run.start()
-    while run.clock.seconds() < budget:
+    return torch.optim.Adam(params, lr=LEARNING_RATE)
+
+
+def _adam_steps(contender: Contender, run: Run, optimizer: torch.optim.Optimizer, until: float, steps: float) -> None:
+    """Adam steps on the contender's own loss until the training clock reaches ``until`` or ``steps`` are done (the
+    last step may overshoot the clock: a step is never cut short)."""
+    done = 0
+    while run.clock.seconds() < until and done < steps:
         optimizer.zero_grad(set_to_none=True)
         contender.loss().backward()
         optimizer.step()
         run.step()
+        done += 1
+
+
+def train_adam(contender: Contender, run: Run, budget: float) -> None:
+    """Adam steps on the contender's own loss until the training clock reaches ``budget``."""
+    optimizer = _adam(contender)
+    run.start()
+    _adam_steps(contender, run, optimizer, budget, math.inf)
+
+
+def train_warm(contender: MarginalLikelihoodContender, run: Run, budget: float, seed: int) -> None:
+    """``exact-warm``: Adam on a seeded subsample of :data:`WARM_ROWS` training rows by Cholesky (at most
+    :data:`WARM_STEPS` steps, until :data:`WARM_SHARE` of the budget), then Adam on every row until ``budget``; one
+    optimizer throughout (the loss is per point, so its state carries over)."""
+    model = contender.model
+    x, y = model.train_inputs[0], model.train_targets
+    optimizer = _adam(contender)
+    run.start()
+    rows = torch.randperm(y.numel(), generator=torch.Generator().manual_seed(seed))[:WARM_ROWS].to(y.device)
+    model.set_train_data(x[rows], y[rows], strict=False)
+    with gpytorch.settings.max_cholesky_size(WARM_ROWS):
+        _adam_steps(contender, run, optimizer, WARM_SHARE * budget, WARM_STEPS)
+    model.set_train_data(x, y, strict=False)
+    _adam_steps(contender, run, optimizer, budget, math.inf)
 
 
 def train_recipe(contender: MarginalLikelihoodContender, run: Run, budget: float) -> None:
@@ -290,10 +382,47 @@ def run_contender(
         torch.manual_seed(seed)  # RFFKernel's frequencies, SVGP's initial variational mean, CG's probe vectors
         contender = build_contender(method, split, sizes, num_features, seed)
         run = Run(contender, split, budget, checkpoints, device)
-        train = train_recipe if method == "gprf" else train_adam
         try:
-            train(contender, run, budget)
+            if method in GPRF_METHODS:
+                train_recipe(contender, run, budget)
+            elif method == "exact-warm":
+                train_warm(contender, run, budget, seed)
+            else:
+                train_adam(contender, run, budget)
             final = run.finish()
+            iterations = cg_iterations_per_solve(contender) if method in CG_METHODS else None
         except torch.cuda.OutOfMemoryError:
             raise CLIError(f"out of GPU memory training {method} at N={split.train_y.numel()}; lower --max-n") from None
-    return {**final, "noise": contender.noise(), "checkpoints": [*run.points, final]}
+    return {**final, "noise": contender.noise(), "cg_iterations": iterations, "checkpoints": [*run.points, final]}
+
+
+def cg_iterations_per_solve(contender: MarginalLikelihoodContender) -> int | None:
+    r"""Conjugate-gradient iterations of the contender's prediction mean solve :math:`\hat K^{-1}(y - \mu)` at its
+    hyperparameters until the relative residual is below :data:`CG_TOLERANCE`, under the preconditioner its solves
+    use: a :class:`~gprf.kernels.PreconditionedKernel`'s own, else GPyTorch's pivoted Cholesky of rank
+    ``max_preconditioner_size`` (:func:`benchmarks.cg_iterations.pivoted_cholesky_preconditioner`). ``None`` where
+    its solves take a Cholesky factorisation (at most ``max_cholesky_size`` rows) or CG does not reach the tolerance
+    in ``max_cg_iterations``."""
+    model = contender.model
+    x, y = model.train_inputs[0], model.train_targets
+    if y.numel() <= gpytorch.settings.max_cholesky_size.value():
+        return None
+    model.train()
+    contender.likelihood.train()
+    with torch.no_grad():
+        prior = model(x)
+        covariance = contender.likelihood(prior).lazy_covariance_matrix.evaluate_kernel()
+        if isinstance(covariance, PreconditionedAddedDiagLinearOperator):
+            preconditioner = covariance.preconditioner.solve
+        else:  # the kernel matrix is evaluated once (GPyTorch caches it) for both
+            kernel_matrix = prior.lazy_covariance_matrix.evaluate_kernel()
+            rank = gpytorch.settings.max_preconditioner_size.value()
+            preconditioner = pivoted_cholesky_preconditioner(kernel_matrix, contender.likelihood.noise, rank)
+        counts = cg_iterations(
+            covariance.matmul,
+            (y - prior.mean).unsqueeze(-1),
+            preconditioner,
+            (CG_TOLERANCE,),
+            gpytorch.settings.max_cg_iterations.value(),
+        )
+    return counts[CG_TOLERANCE]

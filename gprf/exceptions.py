@@ -15,6 +15,15 @@ class GPRFWarning(UserWarning):
     """Base class of every warning gprf emits (filter this one class to act on all of them)."""
 
 
+class BudgetWarning(GPRFWarning, RuntimeWarning):
+    """:func:`gprf.fit_mll` cannot run its exact refit at the model's number of features within ``time_budget``.
+
+    Issued before the refit starts, with the estimated seconds and what the fit does instead: keep the largest
+    nested prefix of the feature draws whose refit fits (``grow="fit"``), or run the full refit anyway
+    (``grow="full"``, or draws that cannot be cut to a prefix).
+    """
+
+
 class ConjugateGradientWarning(GPRFWarning, NumericalWarning):
     """Conjugate gradients stopped at the iteration limit before reaching the requested residual.
 

@@ -19,7 +19,8 @@ from gprf._checks import (
 )
 from gprf.exceptions import NonFiniteTrainingDataError
 from gprf.settings import validate_inputs
-from tests.prediction.conftest import make_data, make_model
+from gprf.testing import regression_data
+from tests.helpers.regression import make_model
 
 
 @pytest.mark.parametrize("value", [1, 7])
@@ -73,7 +74,7 @@ def test_non_finite_rows_are_counted_and_listed():
 
 
 def test_training_inputs_with_nan_name_the_rows():
-    x, y = make_data(n=20)
+    x, y = regression_data(n=20)
     x[[3, 7], 1] = float("nan")
     with pytest.raises(NonFiniteTrainingDataError, match=r"training inputs hold NaN .* in 2 of 20 rows \(rows 3, 7\)"):
         check_training_inputs((x,))

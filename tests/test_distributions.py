@@ -16,7 +16,8 @@ import gprf
 from gprf.exceptions import DenseCovarianceWarning, LowRankStructureWarning
 from gprf.kernels import PreconditionedKernel
 from gprf.linalg import FeatureRootAddedDiagLinearOperator
-from tests.prediction.conftest import make_data, make_model
+from gprf.testing import regression_data
+from tests.helpers.regression import make_model
 
 
 def _dense_log_prob(model, x, y):
@@ -31,7 +32,7 @@ def _spy():
 
 @pytest.mark.parametrize("fast_log_prob", [True, False], ids=["gpytorch-default", "botorch-setting"])
 def test_structured_density_under_every_setting(fast_log_prob):
-    x, y = make_data()
+    x, y = regression_data()
     model = make_model(x, y).train()
     prior = model(x)
     distribution = gprf.distributions.MultivariateNormal(prior.mean, prior.lazy_covariance_matrix)
@@ -44,7 +45,7 @@ def test_structured_density_under_every_setting(fast_log_prob):
 
 
 def test_gpytorch_class_takes_the_structured_path_under_its_default():
-    x, y = make_data()
+    x, y = regression_data()
     model = make_model(x, y).train()
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
     with gpytorch.settings.fast_computations.log_prob(True), _spy() as spy:
@@ -56,7 +57,7 @@ def test_gpytorch_class_takes_the_structured_path_under_its_default():
 def test_gpytorch_class_under_botorch_setting_is_dense_and_says_so():
     """GPyTorch consults the flag before the covariance: the same value through a dense Cholesky, with a warning
     that names the fix."""
-    x, y = make_data()
+    x, y = regression_data()
     model = make_model(x, y).train()
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
     with linop_settings.fast_computations(log_prob=False), _spy() as spy:
@@ -67,7 +68,7 @@ def test_gpytorch_class_under_botorch_setting_is_dense_and_says_so():
 
 
 def test_other_covariances_keep_gpytorch_behaviour():
-    x, y = make_data()
+    x, y = regression_data()
     covariance = gpytorch.kernels.RBFKernel().double()(x).add_diagonal(torch.tensor(0.1, dtype=torch.float64))
     ours = gprf.distributions.MultivariateNormal(torch.zeros(80, dtype=torch.float64), covariance)
     theirs = gpytorch.distributions.MultivariateNormal(torch.zeros(80, dtype=torch.float64), covariance)
@@ -86,7 +87,7 @@ def test_other_covariances_keep_gpytorch_behaviour():
 @pytest.mark.parametrize("fast_log_prob", [True, False], ids=["gpytorch-default", "botorch-setting"])
 def test_preconditioned_exact_kernels_take_conjugate_gradients_under_every_setting(fast_log_prob):
     # A linear kernel's random-feature root is exact, so its preconditioned CG/SLQ density is the exact one.
-    x, y = make_data(120)
+    x, y = regression_data(120)
     base = gpytorch.kernels.ScaleKernel(gpytorch.kernels.LinearKernel()).double()
     likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
     covariance = PreconditionedKernel(base, 8, num_dims=3, seed=0)(x)

@@ -34,8 +34,8 @@ from gprf.features import QuadratureFeatures
 from gprf.kernels import RandomFourierKernel
 from gprf.linalg import cg_inv_quad_logdet
 from gprf.prediction import FeatureSpacePredictionStrategy
-from tests.kernels.conftest import signed_kernel, signed_model
-from tests.prediction.conftest import make_data, make_model
+from gprf.testing import regression_data
+from tests.helpers.regression import make_model, signed_kernel, signed_model
 
 
 @pytest.mark.parametrize(
@@ -136,7 +136,7 @@ def test_conjugate_gradient_warning_when_the_solve_hits_max_iterations():
 
 def test_dispatch_fallback_warning_when_the_covariances_have_no_feature_root():
     """Prediction handed dense covariances falls back to GPyTorch's dense strategy, loudly."""
-    x, y = make_data(n=20)
+    x, y = regression_data(n=20)
     model = make_model(x, y, num_features=8).eval()
     prior = model.forward(x)
     dense_prior = gpytorch.distributions.MultivariateNormal(prior.mean, DenseLinearOperator(prior.covariance_matrix))
@@ -155,7 +155,7 @@ def test_low_rank_structure_warning_when_a_dense_kernel_joins_a_feature_kernel()
 
 
 def test_indefinite_kernel_error_for_the_marginal_likelihood_of_a_signed_kernel():
-    x, y = make_data(n=20)
+    x, y = regression_data(n=20)
     model = signed_model(x, y, signed_kernel()).train()
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
     with pytest.raises(IndefiniteKernelError, match="log-determinant"):
@@ -163,7 +163,7 @@ def test_indefinite_kernel_error_for_the_marginal_likelihood_of_a_signed_kernel(
 
 
 def test_non_finite_training_data_error_counts_the_rows():
-    x, y = make_data(n=20)
+    x, y = regression_data(n=20)
     y[[2, 11]] = float("nan")
     model = make_model(x, y, num_features=8).eval()
     with pytest.raises(NonFiniteTrainingDataError, match="^2 of 20 training points"):

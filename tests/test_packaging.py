@@ -1,6 +1,7 @@
 """What the built package holds and what importing it costs: the wheel carries the licence, the typing marker and the
 bundled dataset but not the repository's benchmarks, declares the ``gprf`` console script, and needs neither
-scikit-learn nor matplotlib (``import gprf`` and the main job import neither).
+scikit-learn nor matplotlib (``import gprf`` and the main job import neither); ``import gprf`` leaves out the test kit
+and pytest.
 
 The wheel is built offline from a copy of the package's sources with the installed setuptools
 (``pip wheel --no-deps --no-build-isolation --no-index``), so the repository itself gets no build folders.
@@ -92,3 +93,15 @@ def test_import_gprf_and_compare_need_neither_scikit_learn_nor_matplotlib():
     assert lines[0] == "[]"
     assert "gprf compare: diabetes (Efron et al. 2004, bundled), 442 rows x 10 inputs" in result.stdout
     assert lines[-1] == "0 []"
+
+
+def test_import_gprf_leaves_out_the_test_kit_and_pytest():
+    """The kit (gprf.testing) needs pytest; importing gprf loads neither."""
+    script = (
+        "import sys\n"
+        "import gprf\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pytest' or m.startswith('gprf.testing')))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

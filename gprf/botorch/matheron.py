@@ -39,7 +39,7 @@ from gprf.botorch.frozen import frozen_copy
 from gprf.botorch.paths import SharedFeatureMatheronPath
 from gprf.botorch.prior import kernel_feature_paths
 from gprf.botorch.update import check_update_kernel, observation_noise
-from gprf.kernels import unwrap_scale_kernel
+from gprf.kernels import root_columns
 from gprf.linalg import CapacitanceFactor, FeatureRoot, covariance_root
 from gprf.settings import feature_chunk_size
 
@@ -97,7 +97,7 @@ def training_root(model: ExactGP) -> tuple[FeatureRoot, Tensor]:
     kernel = model.covar_module
     # Only the chunked sums are needed and nothing is differentiated: chunking at any N costs nothing extra and keeps
     # the N x F root out of memory.
-    with feature_chunk_size.chunked(unwrap_scale_kernel(kernel).root_dim, points.device):
+    with feature_chunk_size.chunked(root_columns(kernel), points.device):
         root = covariance_root(kernel, points)
     noise = observation_noise(model.likelihood, points)
     mean = model.mean_module(points) if getattr(model, "mean_module", None) is not None else 0.0

@@ -27,7 +27,7 @@ from gprf.botorch.features import check_pathwise_kernel
 from gprf.distributions import MultivariateNormal
 from gprf.features import FeatureMapBase
 from gprf.fitting.recipe import FIT_MLL_OPTIONS, fit_mll
-from gprf.kernels import RandomFourierKernel, is_feature_kernel, unwrap_scale_kernel
+from gprf.kernels import RandomFourierKernel, is_feature_expression, unwrap_scale_kernel
 
 
 class RandomFeatureSingleTaskGP(SingleTaskGP):
@@ -184,7 +184,7 @@ def _transformed_dim(train_X: Tensor, input_transform: InputTransform | None) ->
 
 
 def _check_covar_module(covar_module: Module, batch_shape: torch.Size) -> None:
-    if not is_feature_kernel(covar_module):
+    if not is_feature_expression(covar_module):
         raise TypeError(
             f"RandomFeatureSingleTaskGP needs a gprf random-feature covar_module (optionally in ScaleKernel); "
             f"{type(unwrap_scale_kernel(covar_module)).__name__} has no finite feature map. Use "

@@ -72,11 +72,13 @@ def prediction_failure(mll: ExactMarginalLogLikelihood) -> Exception | None:
 def end_where_predictable(
     mll: ExactMarginalLogLikelihood,
     checkpoints: Sequence[Checkpoint],
+    failure: Exception | None = None,
     failure_of: Callable[[ExactMarginalLogLikelihood], Exception | None] = prediction_failure,
 ) -> None:
     """Leave ``mll`` in eval mode at its current hyperparameters if the model can predict there, else at the last of
     ``checkpoints`` (``(stage, parameter_values)``, oldest first) where it can, with a
-    :class:`~gprf.exceptions.FitFallbackWarning` naming the stage. ``failure_of``: the check at each point
+    :class:`~gprf.exceptions.FitFallbackWarning` naming the stage. ``failure``: the numerical error of the current
+    point when it is already known (then it is not checked again). ``failure_of``: the check at each point
     (:func:`prediction_failure`; rows sharded over processes check the capacitance of all of them).
 
     Raises:
@@ -84,7 +86,8 @@ def end_where_predictable(
             message says why and what to change). A :class:`~gprf.exceptions.NonFiniteTrainingDataError` at every
             checkpoint is re-raised as it is (the data are to blame).
     """
-    failure = failure_of(mll)
+    if failure is None:
+        failure = failure_of(mll)
     if failure is None:
         return
     end = parameter_values(mll)

@@ -1,25 +1,29 @@
 r"""Where a fit's training rows live: what :func:`gprf.fit_mll` asks of them besides the marginal likelihood.
 
-The recipe needs the number of rows, a seeded subsample of them, the exact scale refit (sums over every row), a
-check that the model can predict at the end, and a clock for its time budget. With every row in this process these
+The recipe needs the number of rows, a seeded subsample of them, a clock for its time budget, the cost of the exact
+refit that the budget plans with (timed probes, :mod:`gprf.fitting.budget`), the exact scale refit (sums over every
+row) and, at the end, a model that can predict (:mod:`gprf.fitting.handover`). With every row in this process these
 are the plain operations of :class:`RowPlacement`. A marginal likelihood whose rows are sharded over processes
 (:class:`gprf.distributed.ShardedMarginalLogLikelihood`) hands the recipe its own placement (its ``row_placement``
 attribute), whose answers are the same on every process — the global row count, a subsample drawn across the
-shards, reduced sums, one clock — so that every process takes the same decisions and makes the same collective
-calls.
+shards, one clock, one cost estimate, reduced sums — so that every process takes the same decisions and makes the
+same collective calls.
 """
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable, Sequence
 
 import torch
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.models import ExactGP
 
-from gprf.fitting.end_point import prediction_failure
+from gprf.fitting.budget import RefitCost, process_seconds
+from gprf.fitting.end_point import Checkpoint
+from gprf.fitting.handover import RefitGram, end_with_refit
 from gprf.fitting.row_subsample import subsample_rows
-from gprf.fitting.scale_fit import ScaleFitResult, fit_scale_hyperparameters
+from gprf.fitting.scale_fit import ScaleFitResult, fit_scale_with_sums
+from gprf.fitting.scale_statistics import FeatureSums
 
 
 class RowPlacement:
@@ -35,20 +39,24 @@ class RowPlacement:
 
     def now(self) -> float:
         """The fit's clock in seconds (one reading for every process)."""
-        return time.perf_counter()
+        return process_seconds()
 
-    def agree_seconds(self, seconds: float) -> float:
-        """The estimate of a duration every process plans with, from this process's ``seconds``."""
-        return seconds
+    def refit_cost(self, model: ExactGP, probe: Callable[[], RefitCost]) -> RefitCost:
+        """The cost of the exact refit on :meth:`num_rows` rows that every process plans with, from ``probe`` (which
+        times the refit's steps on this process's rows, :func:`~gprf.fitting.budget.probe_refit_cost`)."""
+        return probe()
 
-    def fit_scale_hyperparameters(self, mll: ExactMarginalLogLikelihood) -> ScaleFitResult:
-        """The exact scale refit (:func:`~gprf.fitting.fit_scale_hyperparameters`) on every row of the fit."""
-        return fit_scale_hyperparameters(mll)
+    def fit_scale_with_sums(self, mll: ExactMarginalLogLikelihood) -> tuple[ScaleFitResult, FeatureSums]:
+        """The exact scale refit on every row of the fit, and the sums of every row it formed
+        (:func:`~gprf.fitting.scale_fit.fit_scale_with_sums`)."""
+        return fit_scale_with_sums(mll)
 
-    def prediction_failure(self, mll: ExactMarginalLogLikelihood) -> Exception | None:
-        """Why the model cannot predict from every row of the fit, or ``None``
-        (:func:`~gprf.fitting.end_point.prediction_failure`)."""
-        return prediction_failure(mll)
+    def end_fit(
+        self, mll: ExactMarginalLogLikelihood, refit: RefitGram | None, checkpoints: Sequence[Checkpoint]
+    ) -> bool:
+        """Leave ``mll`` in eval mode where the model can predict from every row of the fit, the refit's Gram handed
+        to its prediction cache where it applies; whether it was (:func:`~gprf.fitting.handover.end_with_refit`)."""
+        return end_with_refit(mll, refit, checkpoints)
 
 
 #: The placement of a fit whose rows are all in this process.

@@ -2,6 +2,7 @@ r"""An exact GPyTorch kernel whose conjugate gradients are preconditioned by ran
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 
 import gpytorch
@@ -222,6 +223,15 @@ class PreconditionedKernel(Kernel):
     def exact(self) -> Kernel:
         """The exact kernel (:attr:`base_kernel`, not a copy)."""
         return self.base_kernel
+
+    def random_feature_kernel(self) -> Kernel:
+        """The random-feature approximation of :attr:`base_kernel` with :attr:`num_features` features
+        (:func:`gprf.random_features` with this kernel's ``sampler``, ``sketch``, ``budget``, ``seed`` and
+        ``num_dims``), on this kernel's device and dtype. It shares the base kernel's ``Parameter`` objects and
+        priors, so training it trains this kernel: :func:`gprf.fit_mll` tunes an exact model through it."""
+        kernel = _random_features(self.base_kernel, self.num_features, **self.options)
+        reference = next(itertools.chain(self.parameters(), self.buffers()), None)
+        return kernel if reference is None else kernel.to(device=reference.device, dtype=reference.dtype)
 
     def resample_features(self, generator: torch.Generator | None = None) -> None:
         """Redraw the preconditioner's random features (or Nyström points) in place; the covariance does not

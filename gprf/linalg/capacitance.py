@@ -144,7 +144,7 @@ def lower_precision_gram_error(
     scale = torch.where(smallest_noise > 0, 1 / smallest_noise, math.inf)
     if outputscale is not None:
         scale = scale * outputscale.to(torch.float64)
-    largest_diagonal = (column_squares * scale).max()
+    largest_diagonal = (column_squares * scale).max().detach()  # a decision, not a differentiable value
     return GRAM_ERROR_CONSTANT * matmul_unit_roundoff(features.dtype) * float(largest_diagonal)
 
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import warnings
 
 import torch
-from linear_operator.operators import ConstantDiagLinearOperator, DiagLinearOperator, LowRankRootAddedDiagLinearOperator
+from linear_operator.operators import (
+    CatLinearOperator,
+    ConstantDiagLinearOperator,
+    DenseLinearOperator,
+    DiagLinearOperator,
+    LowRankRootAddedDiagLinearOperator,
+)
 from torch import Tensor
 
 from gprf.exceptions import LowRankStructureWarning
@@ -53,6 +59,15 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
                 values = values.squeeze(0)
             return values.expand(*self.batch_shape, 1)
         return self._diag_tensor.diagonal(dim1=-2, dim2=-1)
+
+    def _root_decomposition(self) -> CatLinearOperator:
+        r"""The exact root :math:`[\sqrt s\,R,\ \Sigma^{1/2}]` ``(*batch, N, F + N)``, with :math:`O(NF)` products,
+        where linear_operator would run Lanczos (matrices larger than ``max_cholesky_size``): the Krylov space of
+        :math:`s\,RR^\top + \sigma^2 I` has dimension :math:`F + 1`, so Lanczos would return a root of rank
+        :math:`F + 1` and samples without the noise outside that space."""
+        root = self.feature_root
+        noise = root.noise.expand(*self.batch_shape, self.size(-1))
+        return CatLinearOperator(DenseLinearOperator(root.scaled_features()), DiagLinearOperator(noise.sqrt()), dim=-1)
 
     def inv_quad_logdet(
         self, inv_quad_rhs: Tensor | None = None, logdet: bool | None = False, reduce_inv_quad: bool | None = True

@@ -23,6 +23,10 @@ class IndefiniteDenseLinearOperator(IndefiniteGuard, DenseLinearOperator):
     def _expand_batch(self, batch_shape: torch.Size) -> IndefiniteDenseLinearOperator:
         return IndefiniteDenseLinearOperator(self.tensor.expand(*batch_shape, *self.matrix_shape))
 
+    def _transpose_nonbatch(self) -> IndefiniteDenseLinearOperator:
+        # DenseLinearOperator's transpose is a plain DenseLinearOperator, which would drop the guard.
+        return IndefiniteDenseLinearOperator(self.tensor.mT)
+
     def add_diagonal(self, diag: Tensor) -> IndefiniteDenseAddedDiagLinearOperator:
         return IndefiniteDenseAddedDiagLinearOperator(self, diagonal_operator(self, diag))
 

@@ -9,10 +9,12 @@ raises :class:`~gprf.exceptions.IndefiniteKernelError` here instead of returning
 
 from __future__ import annotations
 
-from linear_operator.operators import DiagLinearOperator, LinearOperator
+import torch
+from linear_operator.operators import DenseLinearOperator, DiagLinearOperator, LinearOperator
 from torch import Tensor
 
 from gprf.exceptions import IndefiniteKernelError
+from gprf.settings import factor_dtype
 
 
 def indefinite_error(operation: str) -> IndefiniteKernelError:
@@ -57,6 +59,17 @@ class IndefiniteGuard:
 
     def solve(self, right_tensor: Tensor, left_tensor: Tensor | None = None) -> Tensor:
         raise indefinite_error("Solving with the kernel matrix alone (add a noise diagonal for ridge regression)")
+
+    def _symeig(self, eigenvectors: bool = False, return_evals_as_lazy: bool | None = False):
+        """The eigenvalues with their signs, in :class:`gprf.settings.factor_dtype` (linear_operator's default
+        clips negative eigenvalues to zero, as for a covariance; its ``eigh``, ``eigvalsh`` and ``svd`` read this)."""
+        evals, evecs = torch.linalg.eigh(self.to_dense().to(factor_dtype.value()))
+        return evals.to(self.dtype), DenseLinearOperator(evecs.to(self.dtype)) if eigenvectors else None
+
+    def diagonalization(self, method: str | None = None):
+        """The exact eigendecomposition (:meth:`_symeig`) whatever ``method`` says: Lanczos's tridiagonal step in
+        linear_operator masks negative eigenvalues (it assumes a PSD matrix)."""
+        return self._symeig(eigenvectors=True)
 
     def inv_quad(self, inv_quad_rhs: Tensor, reduce_inv_quad: bool = True) -> Tensor:
         rhs = inv_quad_rhs.unsqueeze(-1) if inv_quad_rhs.dim() == 1 else inv_quad_rhs

@@ -6,6 +6,7 @@ import torch
 from linear_operator.operators import DenseLinearOperator, DiagLinearOperator, LinearOperator
 from torch import Tensor
 
+from gprf.linalg.indefinite_dense_operator import IndefiniteDenseLinearOperator
 from gprf.linalg.indefinite_guard import IndefiniteGuard, diagonal_operator
 from gprf.linalg.signed_root_added_diag_operator import SignedRootAddedDiagLinearOperator
 
@@ -21,8 +22,13 @@ class SignedRootLinearOperator(IndefiniteGuard, LinearOperator):
 
     def __init__(self, left: Tensor, right: Tensor, signature: Tensor) -> None:
         batch_shape = torch.broadcast_shapes(left.shape[:-2], right.shape[:-2])
-        left = left.expand(*batch_shape, *left.shape[-2:])
-        right = right.expand(*batch_shape, *right.shape[-2:])
+        # Only when needed: linear_operator rebuilds the operator from its (already expanded) representation in
+        # backward passes, and a new view of a representation made to require gradients after construction
+        # (``detach().requires_grad_()``) would not pass them on.
+        if left.shape[:-2] != batch_shape:
+            left = left.expand(*batch_shape, *left.shape[-2:])
+        if right.shape[:-2] != batch_shape:
+            right = right.expand(*batch_shape, *right.shape[-2:])
         super().__init__(left, right, signature)
         self.left, self.right, self.signature = left, right, signature
 
@@ -64,6 +70,11 @@ class SignedRootLinearOperator(IndefiniteGuard, LinearOperator):
         left = self.left[(*batch_indices, row_index)]
         right = self.right[(*batch_indices, col_index)]
         return (left * right * self.signature).sum(-1)
+
+    def _prod_batch(self, dim: int) -> IndefiniteDenseLinearOperator:
+        # The elementwise product over a batch dimension, formed densely and still guarded: linear_operator's default
+        # multiplies root decompositions, which an indefinite matrix has none of.
+        return IndefiniteDenseLinearOperator(self.to_dense().prod(dim))
 
     def _mul_constant(self, other: Tensor) -> SignedRootLinearOperator:
         constant = torch.as_tensor(other, dtype=self.left.dtype, device=self.left.device)

@@ -40,6 +40,8 @@ class ComplexFeaturePredictionStrategy(FeatureSpacePredictionStrategy):
     Machine Learning Research, 2024 (arXiv:2201.08712).
     """
 
+    adopts_root_posterior = False  # its capacitance is of the complex features
+
     def _weight_features(self, root: FeatureRoot) -> Tensor:
         columns = root.num_columns
         if columns % 2:

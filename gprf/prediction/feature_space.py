@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import warnings
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from gpytorch import settings
@@ -67,6 +68,31 @@ class FeatureSpacePredictionStrategy(RefreshingPredictionStrategy):
     default strategy.
     """
 
+    #: Whether the training cache is the weight posterior of the root itself, so a posterior formed elsewhere from
+    #: the same rows can stand in for it (:meth:`adopt_posterior`); strategies that factor other features of the
+    #: rows (complex features, re-centred roots) say no.
+    adopts_root_posterior: ClassVar[bool] = True
+    _adopted: WeightSpacePosterior | None = None
+
+    def adopt_posterior(self, posterior: WeightSpacePosterior) -> bool:
+        r"""Use ``posterior`` as the training cache instead of forming :math:`\Phi^\top\Sigma^{-1}\Phi` again;
+        returns whether this strategy takes it (:attr:`adopts_root_posterior`).
+
+        ``posterior`` must be the one this strategy would build now, from the same rows, hyperparameters and
+        feature draws (:func:`gprf.fit_mll` hands over the one its exact refit formed). It carries no autograd
+        graph, so it is used by a prediction under GPyTorch's default ``detach_test_caches``; otherwise, and once
+        the kernel or the likelihood changed after this strategy was built (:meth:`refresh_if_stale`), the
+        strategy builds its own.
+        """
+        if not self.adopts_root_posterior:
+            return False
+        self._adopted = posterior
+        return True
+
+    def _forget_caches(self) -> None:
+        self._adopted = None
+        super()._forget_caches()
+
     def _weight_features(self, root: FeatureRoot) -> Tensor:
         """The features of the weight-space model (without the amplitude), in the factor dtype."""
         return root.features.to(factor_dtype.value())
@@ -96,6 +122,9 @@ class FeatureSpacePredictionStrategy(RefreshingPredictionStrategy):
     @cached(name="weight_space_posterior")
     def weight_space_posterior(self) -> WeightSpacePosterior | None:
         """The weight posterior, or ``None`` when the training covariance is not a feature root plus noise."""
+        adopted, self._adopted = self._adopted, None
+        if adopted is not None and settings.detach_test_caches.on():
+            return adopted
         train = feature_root(self.lik_train_train_covar)
         if train is None or train.noise is None:
             return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from benchmarks.bench import PROG, main
-from tests.cli.conftest import cli_error
+from tests.helpers.command_line import cli_error
 
 TINY_BENCH = ["--n", "150", "--d", "3", "--features", "16", "--test-points", "20", "--repeats", "1", "--warmup", "0",
               "--quiet"]  # fmt: skip
@@ -33,5 +33,5 @@ def run_json(tmp_path, capsys, *extra: str) -> tuple[str, dict]:
 
 def bench_error(capsys, argv: list[str]) -> str:
     """The message of the argparse error that ``python -m benchmarks`` exits with on ``argv`` (see
-    :func:`tests.cli.conftest.cli_error`)."""
+    :func:`tests.helpers.command_line.cli_error`)."""
     return cli_error(capsys, argv, entry=main, prog=PROG)

@@ -8,7 +8,7 @@ import sys
 
 from benchmarks.bench import main
 from tests.benchmarks.conftest import TINY_BENCH
-from tests.cli.conftest import table_rows
+from tests.helpers.command_line import table_rows
 
 
 def test_bench_reports_ratios_against_rffkernel_and_exact(capsys, tmp_path):

@@ -14,7 +14,7 @@ import pytest
 
 import gprf
 from benchmarks.bench import main
-from benchmarks.bench_regression import contenders, even_ints, method_names
+from benchmarks.bench_regression import contenders, even_ints, gprf_against_exact, method_names
 from benchmarks.regression_methods import METHODS, Sizes
 from tests.benchmarks.conftest import bench_error
 
@@ -66,6 +66,25 @@ def test_every_method_on_every_dataset(tmp_path, capsys, data_dir):
 
 
 @requires_recipe
+def test_the_exact_starts_and_the_preconditioned_exact_route_against_the_best_exact_gp(tmp_path, capsys, data_dir):
+    out = tmp_path / "regression.json"
+    methods = "exact,exact-start,exact-warm,gprf,gprf-exact"
+    argv = [*TINY, "--methods", methods, "--data-dir", str(data_dir), "--datasets", "smooth", "--json", str(out),
+            "--preconditioner-features", "48", "--preconditioner", "random_features"]  # fmt: skip
+    assert main(argv) == 0
+    text, result = capsys.readouterr().out, json.loads(out.read_text())["regression"]
+    assert result["protocol"]["preconditioner"] == "random_features"
+    data = result["datasets"]["smooth"]
+    assert list(data["methods"]) == ["exact", "exact-start", "exact-warm", "gprf-32", "gprf-64", "gprf-exact"]
+    record = data["methods"]["gprf-exact"]
+    assert (record["preconditioner"], record["preconditioner_features"]) == ("random_features", 48)
+    assert all(r["cg_iterations"] is None for r in data["methods"].values())  # 270 rows: Cholesky solves
+    verdict = data["verdict"]
+    assert verdict["exact"] in ("exact", "exact-start", "exact-warm") and verdict["gprf"] in data["methods"]
+    assert f"gprf's best route {verdict['gprf']}" in text and "N=270,random_features 48" in text
+
+
+@requires_recipe
 def test_gprf_at_each_feature_count(tmp_path, data_dir):
     out = tmp_path / "regression.json"
     argv = [*TINY, "--methods", "gprf", "--data-dir", str(data_dir), "--datasets", "smooth", "--json", str(out)]
@@ -78,10 +97,42 @@ def test_gprf_at_each_feature_count(tmp_path, data_dir):
 
 def test_contenders_one_gprf_run_per_feature_count():
     runs = contenders(list(METHODS), Sizes(16, 8, 64), [32, 128], num_train=100)
-    assert list(runs) == ["exact", "sgpr", "svgp", "rff", "gprf-32", "gprf-128"]
+    assert list(runs) == [
+        "exact", "exact-start", "exact-warm", "sgpr", "svgp", "rff", "gprf-32", "gprf-128", "gprf-exact"
+    ]  # fmt: skip
     assert runs["gprf-128"] == ("gprf", 128, {"features": 128})
     assert runs["svgp"] == ("svgp", None, {"inducing_points": 16, "batch_size": 8})
-    assert runs["exact"] == ("exact", None, {"train_points": 100})
+    for method in ("exact", "exact-start", "exact-warm"):
+        assert runs[method] == (method, None, {"train_points": 100})
+    size = {"train_points": 100, "preconditioner": "nystrom", "preconditioner_features": 1024}
+    assert runs["gprf-exact"] == ("gprf-exact", None, size)
+
+
+def _record(method: str, rmse: float, nll: float) -> dict:
+    return {"method": method, "rmse": rmse, "nll": nll}
+
+
+def test_gprf_is_compared_with_the_best_exact_gp_of_the_run():
+    methods = {
+        "exact": _record("exact", 0.30, 0.5),
+        "exact-warm": _record("exact-warm", 0.12, 0.1),
+        "sgpr": _record("sgpr", 0.05, -1.0),  # neither exact nor gprf: left out
+        "gprf-4096": _record("gprf", 0.11, 0.2),
+        "gprf-exact": _record("gprf-exact", 0.115, 0.05),
+    }
+    verdict = gprf_against_exact(methods)
+    # gprf-exact meets both bounds against exact-warm (the lowest exact RMSE); gprf-4096 has the lower RMSE only.
+    assert verdict == {
+        "exact": "exact-warm",
+        "gprf": "gprf-exact",
+        "rmse_ratio": pytest.approx(0.115 / 0.12),
+        "nll_difference": pytest.approx(0.05 - 0.1),
+        "met": True,
+    }
+    methods["gprf-exact"]["nll"] = 0.15
+    verdict = gprf_against_exact(methods)
+    assert (verdict["gprf"], verdict["met"]) == ("gprf-4096", False)  # none meets both: the lowest RMSE
+    assert gprf_against_exact({"exact": methods["exact"]}) is None
 
 
 def test_option_types():
@@ -96,7 +147,7 @@ def test_option_types():
         (["--data-dir", "{data}", "--datasets", "smooth,nope"], "argument --datasets: no file nope.npz/.csv in"),
         (["--data-dir", "{bad}"], "argument --data-dir: broken.csv: line 3 of"),
         (["--datasets", "nope"], "argument --datasets: no built-in dataset 'nope'"),
-        (["--methods", "exact,gp"], "argument --methods: unknown method(s) 'gp'; choose from exact, sgpr, svgp"),
+        (["--methods", "exact,gp"], "argument --methods: unknown method(s) 'gp'; choose from exact, exact-start"),
         (["--gprf-features", "64,7"], "argument --gprf-features: expected an even feature count"),
         (["--plot", "{tmp}/nowhere/p.png"], "argument --plot: folder"),
     ],

@@ -7,8 +7,10 @@ import re
 
 import numpy as np
 import pytest
+import torch
+from gpytorch.kernels import RBFKernel
 
-from benchmarks.cg_iterations import TOLERANCES, main
+from benchmarks.cg_iterations import TOLERANCES, main, pivoted_cholesky_preconditioner
 from gprf.cli.options import CLIError
 
 
@@ -53,3 +55,18 @@ def test_reports_every_preconditioner_and_exact_nystrom_converges_at_once(tmp_pa
 def test_unknown_data_set_is_a_clear_error(tmp_path):
     with pytest.raises(CLIError, match="cannot read missing.npz"):
         main(["--data-dir", str(tmp_path), "--datasets", "missing"])
+
+
+def test_a_pivoted_cholesky_of_full_rank_inverts_the_training_covariance():
+    """At rank N the preconditioner is the training covariance itself (a lengthscale short enough that every pivot
+    stays above linear_operator's stopping tolerance)."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.rand(40, 2, generator=generator, dtype=torch.float64)
+    kernel = RBFKernel().double()
+    kernel.lengthscale = 0.1
+    kernel_matrix = kernel(x).to_dense().detach()
+    noise = torch.tensor([0.05], dtype=torch.float64)
+    rhs = torch.randn(40, 3, generator=generator, dtype=torch.float64)
+    solve = pivoted_cholesky_preconditioner(kernel_matrix, noise, rank=40)
+    expected = torch.linalg.solve(kernel_matrix + noise * torch.eye(40, dtype=torch.float64), rhs)
+    torch.testing.assert_close(solve(rhs), expected, rtol=1e-6, atol=1e-8)

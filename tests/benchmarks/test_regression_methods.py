@@ -12,11 +12,14 @@ import pytest
 import torch
 from gpytorch.kernels import InducingPointKernel, RFFKernel
 
+from benchmarks import regression_methods
 from benchmarks.regression_methods import (
     METHODS,
+    SENSIBLE_START,
     Clock,
     Sizes,
     build_contender,
+    cg_iterations_per_solve,
     checkpoint_times,
     predictive_metrics,
     run_contender,
@@ -26,6 +29,7 @@ from gprf.kernels import RandomFourierKernel
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 CPU = torch.device("cpu")
+SENSIBLY_STARTED = ["exact-start", "exact-warm", "gprf-exact"]
 
 
 @pytest.fixture
@@ -61,9 +65,9 @@ def test_sizes_are_capped_at_the_training_rows():
     assert Sizes(1024, 1024, 4096).capped(300) == Sizes(300, 300, 4096)
 
 
-def test_every_method_starts_from_gpytorch_initial_hyperparameters_at_its_size(split):
-    sizes, softplus0 = Sizes(16, 8, 32), math.log(2.0)
-    for method in METHODS:
+def test_every_method_but_the_sensible_starts_starts_from_gpytorch_initial_hyperparameters_at_its_size(split):
+    sizes, softplus0 = Sizes(16, 8, 32, 12, "random_features"), math.log(2.0)
+    for method in (method for method in METHODS if method not in SENSIBLY_STARTED):
         contender = build_contender(method, split, sizes, 24, seed=3)
         model = contender.model
         kernel = model.covar_module
@@ -84,6 +88,46 @@ def test_every_method_starts_from_gpytorch_initial_hyperparameters_at_its_size(s
             assert all((split.train_x == z).all(-1).any() for z in inducing)  # seeded training rows
 
 
+@pytest.mark.parametrize("method", SENSIBLY_STARTED)
+def test_the_sensible_start_is_lengthscale_one_outputscale_one_noise_a_tenth(split, method):
+    contender = build_contender(method, split, Sizes(16, 8, 32, 12, "random_features"), None, seed=3)
+    kernel = contender.model.covar_module
+    if method == "gprf-exact":
+        assert kernel.num_features == 12 and kernel.preconditioner == "random_features"
+        assert kernel.block_rows == 60  # the kernel matrix kept whole, as GPyTorch keeps the exact GP's
+        kernel = kernel.base_kernel
+    assert SENSIBLE_START == {"lengthscale": 1.0, "outputscale": 1.0, "noise": 0.1}
+    torch.testing.assert_close(kernel.base_kernel.lengthscale, torch.ones(1, 2, dtype=torch.float64))
+    assert kernel.outputscale.item() == pytest.approx(1.0) and contender.noise() == pytest.approx(0.1)
+
+
+def test_the_warm_start_tunes_on_a_subsample_then_on_every_row(split, monkeypatch):
+    monkeypatch.setattr(regression_methods, "WARM_ROWS", 20)
+    monkeypatch.setattr(regression_methods, "WARM_STEPS", 5)
+    contender = build_contender("exact-warm", split, Sizes(16, 8, 32), None, seed=0)
+    model = contender.model
+    rows_seen = []
+    loss = contender.loss
+    contender.loss = lambda: (rows_seen.append(model.train_targets.numel()), loss())[1]
+    run = regression_methods.Run(contender, split, 1.0, 1, CPU)
+    regression_methods.train_warm(contender, run, 1.0, seed=0)
+    assert rows_seen[:5] == [20] * 5 and len(rows_seen) > 5 and set(rows_seen[5:]) == {60}
+    assert model.train_inputs[0] is split.train_x and model.train_targets is split.train_y
+
+
+def test_cg_iterations_of_an_exact_preconditioner_are_one(split):
+    """A preconditioner equal to the training covariance (pivoted Cholesky of full rank, Nystrom at every training
+    point) solves in one iteration; a Cholesky-sized problem reports none."""
+    exact = build_contender("exact", split, Sizes(16, 8, 32), None, seed=0)
+    nystrom = build_contender("gprf-exact", split, Sizes(16, 8, 32, 60, "nystrom"), None, seed=0)
+    assert cg_iterations_per_solve(exact) is None  # 60 rows: GPyTorch factors by Cholesky
+    with gpytorch.settings.max_cholesky_size(10), gpytorch.settings.max_preconditioner_size(60):
+        assert cg_iterations_per_solve(exact) == 1
+        assert cg_iterations_per_solve(nystrom) == 1
+    with gpytorch.settings.max_cholesky_size(10), gpytorch.settings.max_preconditioner_size(2):
+        assert cg_iterations_per_solve(exact) > 1
+
+
 def test_svgp_minibatches_cover_every_row_once_per_epoch(split):
     contender = build_contender("svgp", split, Sizes(16, 25, 32), None, seed=0)
     seen = []
@@ -95,14 +139,16 @@ def test_svgp_minibatches_cover_every_row_once_per_epoch(split):
     assert sorted(torch.cat(seen).tolist()) == sorted(split.train_y.tolist())
 
 
-@pytest.mark.parametrize("method", ["exact", "sgpr", "svgp", "rff"])
+@pytest.mark.parametrize("method", ["exact", "exact-start", "exact-warm", "sgpr", "svgp", "rff"])
 def test_training_improves_on_the_initial_fit(split, method):
     before = build_contender(method, split, Sizes(30, 30, 64), None, seed=0).evaluate(split, CPU)
     result = run_contender(method, split, Sizes(30, 30, 64), None, 0.4, 3, seed=0, device=CPU)
     assert result["rmse"] < before["rmse"] and result["nll"] < before["nll"]
     assert result["steps"] >= 1 and result["train_s"] >= 0.4
     points = result["checkpoints"]
-    assert points[-1] == {key: value for key, value in result.items() if key not in ("noise", "checkpoints")}
+    assert points[-1] == {
+        key: value for key, value in result.items() if key not in ("noise", "cg_iterations", "checkpoints")
+    }
     assert [p["train_s"] for p in points] == sorted(p["train_s"] for p in points)
     assert all(p["train_s"] >= 0.1 for p in points)  # the first checkpoint is at budget / 4
 
@@ -125,6 +171,17 @@ def test_gprf_runner_takes_checkpoints_at_the_recipes_stages(split):
     assert result["rmse"] < 0.5  # a smooth function, 60 points, 32 features
 
 
-def test_exact_predictions_use_love(split):
-    contender = build_contender("exact", split, Sizes(8, 8, 16), None, 0)
+def test_gprf_exact_runs_the_exact_route_of_the_recipe(split):
+    before = build_contender("gprf-exact", split, Sizes(8, 8, 16, 16), None, seed=0).evaluate(split, CPU)
+    result = run_contender("gprf-exact", split, Sizes(8, 8, 16, 16), None, 2.0, 2, seed=0, device=CPU)
+    # A step per callback: the surrogate's three stage ends (a small problem: tune, scale, finish), the exact stage's
+    # end and its steps.
+    assert result["steps"] > 4
+    assert result["rmse"] < before["rmse"] and result["nll"] < before["nll"]
+    assert result["cg_iterations"] is None  # 60 rows: Cholesky
+
+
+@pytest.mark.parametrize("method", ["exact", "exact-start", "exact-warm", "gprf-exact"])
+def test_exact_predictions_use_fast_variances(split, method):
+    contender = build_contender(method, split, Sizes(8, 8, 16), None, 0)
     assert contender.predict_settings is gpytorch.settings.fast_pred_var

@@ -1,7 +1,7 @@
 """gprf.botorch.matheron: posterior paths drawn in weight space never evaluate the prior paths at the training inputs,
-follow the model's posterior (also with observed noise, chunked roots and per fantasy of a fantasy model), and leave
-non-Gaussian likelihoods to BoTorch. (Noise-free covariances are refused by the noise helper it shares with the
-update: see test_update.py.)"""
+follow the model's posterior (also with observed noise, chunked roots and per fantasy of a fantasy model, and for
+GPyTorch's sums and products of gprf kernels in a plain SingleTaskGP), and leave non-Gaussian likelihoods to BoTorch.
+(Noise-free covariances are refused by the noise helper it shares with the update: see test_update.py.)"""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from unittest import mock
 
 import pytest
 import torch
+from botorch.models import SingleTaskGP
 from botorch.sampling import SobolQMCNormalSampler
 from botorch.sampling.pathwise import draw_matheron_paths, gaussian_update
+from gpytorch.kernels import ScaleKernel
 from gpytorch.likelihoods import BernoulliLikelihood
 
 import gprf
@@ -24,6 +26,7 @@ from gprf.botorch.matheron import (
     update_normals,
     weight_space_matheron_paths,
 )
+from gprf.kernels import FeatureSumKernel, RandomFourierKernel
 from gprf.linalg import CapacitanceFactor
 from tests.botorch.conftest import COMPOSITE_DIMS, COMPOSITES, make_botorch_model, make_composite_model
 
@@ -190,3 +193,55 @@ def test_paths_of_a_fantasy_model_follow_each_fantasys_posterior(num_outputs, bo
     assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
     z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
     assert z_variance.abs().max() < Z_BOUND
+
+
+def _gpytorch_spelling(name: str):
+    """``ScaleKernel(k1) + ScaleKernel(k2)`` or ``ScaleKernel(k1) * k2`` (GPyTorch's AdditiveKernel and ProductKernel of
+    gprf kernels), and gprf's spelling of the same covariance (the same parts and outputscales)."""
+    first = ScaleKernel(RandomFourierKernel(32, num_dims=3, ard_num_dims=3, seed=0)).double()
+    second = RandomFourierKernel(32, num_dims=3, kernel="matern52", seed=1).double()
+    first.outputscale = 1.5
+    if name == "sum":
+        scaled_second = ScaleKernel(second).double()
+        return first + scaled_second, FeatureSumKernel(first, scaled_second)
+    native = ScaleKernel(first.base_kernel * second).double()
+    native.raw_outputscale = first.raw_outputscale
+    return first * second, native
+
+
+@pytest.mark.filterwarnings("ignore::gprf.exceptions.DispatchFallbackWarning")  # the product's predictions, not paths
+@pytest.mark.parametrize("name", ["sum", "product"])
+def test_paths_of_gpytorch_sums_and_products_follow_the_feature_model(name):
+    # GPyTorch's own algebra of gprf kernels evaluates to the feature root of gprf's spelling: a plain SingleTaskGP
+    # with it draws its paths in weight space, distributed as the feature model's posterior.
+    ours, native = _gpytorch_spelling(name)
+    # More points than columns (64): see test_chunked_roots_give_the_same_paths.
+    x = 2 * torch.rand(100, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64) - 1
+    y = torch.sin(3 * x).sum(-1, keepdim=True)
+    models = [SingleTaskGP(x, y, covar_module=ours), RandomFeatureSingleTaskGP(x, y, covar_module=native)]
+    models[1].likelihood.noise_covar.raw_noise = models[0].likelihood.noise_covar.raw_noise
+    models[1].mean_module.raw_constant = models[0].mean_module.raw_constant
+    for model in models:
+        model.eval()
+    test_x = 2 * torch.rand(5, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64) - 1
+    posterior = models[1].posterior(test_x)
+    mean, variance = posterior.mean.detach().squeeze(-1), posterior.variance.detach().squeeze(-1)
+    torch.manual_seed(0)
+    with (
+        torch.no_grad(),
+        mock.patch.object(
+            gprf_dispatch, "weight_space_matheron_paths", wraps=gprf_dispatch.weight_space_matheron_paths
+        ) as weight_space,
+    ):
+        samples = draw_matheron_paths(models[0], torch.Size([NUM_PATHS]))(test_x)  # S x M
+    assert weight_space.call_count == 1
+    assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
+    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
+    assert z_variance.abs().max() < Z_BOUND
+    # Chunked roots (every part lazy, the sum or product too) give the same paths.
+    values = []
+    for chunk_rows in (False, 9):
+        torch.manual_seed(5)
+        with torch.no_grad(), gprf.settings.feature_chunk_size(chunk_rows):
+            values.append(draw_matheron_paths(models[0], torch.Size([3]))(test_x))
+    torch.testing.assert_close(values[0], values[1], rtol=0, atol=1e-10)

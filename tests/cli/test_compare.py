@@ -15,7 +15,7 @@ from gprf.cli.approximations import APPROXIMATIONS, Approximation, methods_for_k
 from gprf.cli.compare import parse_methods
 from gprf.cli.options import CLIError
 from gprf.kernels import RandomFourierKernel
-from tests.cli.conftest import TINY_COMPARE, cli_error, table_rows, write_csv
+from tests.helpers.command_line import TINY_COMPARE, cli_error, table_rows, write_csv
 
 
 def test_compare_reports_every_method_with_finite_numbers(capsys, tmp_path):

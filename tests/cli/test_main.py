@@ -13,7 +13,7 @@ from gprf import __version__
 from gprf.cli import build_parser, main
 from gprf.cli.kernel_spec import MAX_NESTING
 from gprf.cli.main import BENCH_MOVED, console_script
-from tests.cli.conftest import TINY_COMPARE, cli_error
+from tests.helpers.command_line import TINY_COMPARE, cli_error
 
 
 def test_python_dash_m_gprf_help():

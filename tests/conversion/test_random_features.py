@@ -34,7 +34,7 @@ from gprf.kernels import (
     RandomFourierKernel,
     exact_expression,
 )
-from tests.conftest import DEVICES
+from gprf.testing import DEVICES
 
 Z_BOUND = 4.5  # two-sided, over a few dozen z-scores per test
 

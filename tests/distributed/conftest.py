@@ -21,7 +21,8 @@ import torch._dynamo  # torch's optimizers import it on first use (seconds): onc
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from tests.prediction.conftest import make_data, make_model
+from gprf.testing import regression_data
+from tests.helpers.regression import make_model
 
 #: Seconds a whole run of ranks may take (the machine running the suite may have two busy cores).
 RUN_TIMEOUT = 120.0
@@ -107,6 +108,6 @@ def shard_rows(num_rows: int, rank: int, world_size: int, empty_rank: int | None
 
 def sharded_model(rank: int, world_size: int, empty_rank: int | None = None, n: int = NUM_TRAIN, **options):
     """The test model on rank ``rank``'s rows of the shared data set, and those rows."""
-    x, y = make_data(n=n)
+    x, y = regression_data(n=n)
     rows = shard_rows(n, rank, world_size, empty_rank)
     return make_model(x[rows], y[rows], num_features=options.pop("num_features", NUM_FEATURES), **options), rows

@@ -9,10 +9,12 @@ import torch
 
 import gprf
 from gprf.distributed import ShardedMarginalLogLikelihood
+from gprf.fitting.budget import RefitCost
 from gprf.fitting.row_subsample import subsample_rows
 from gprf.settings import feature_chunk_size
-from tests.distributed.conftest import NUM_TRAIN, run_ranks, sharded_model
-from tests.prediction.conftest import make_data, make_model
+from gprf.testing import regression_data
+from tests.distributed.conftest import NUM_TRAIN, run_ranks, shard_rows, sharded_model
+from tests.helpers.regression import make_model
 
 FIT_OPTIONS = dict(tune_rows=120, tune_features=16, tune_steps=8, finish_steps=3, seed=3)
 
@@ -26,11 +28,18 @@ def _sharded_subsample(rank, world_size, empty_rank):
     mll = ShardedMarginalLogLikelihood(model.likelihood, model)
     placement = mll.row_placement
     local = placement.subsample(model, 100, seed=5)
+    probed = []
+
+    def probe():  # this rank's rates: rank r measures a Gram rate of r + 1 and a cubic rate of 10 - r
+        probed.append(rank)
+        return RefitCost(gram_rate=float(rank + 1), cubic_rate=float(10 - rank))
+
     return {
         "total": placement.num_rows(model),
         "global": local + rows.start,
         "now": placement.now(),
-        "estimate": placement.agree_seconds(float(rank + 1)),
+        "cost": placement.refit_cost(model, probe),
+        "probed": probed,
     }
 
 
@@ -41,9 +50,17 @@ def test_rows_subsample_and_clock_agree_across_ranks(world_size, empty_rank, tmp
     union = torch.cat([result["global"] for result in results])
     torch.testing.assert_close(union, subsample_rows(NUM_TRAIN, 100, 5, torch.device("cpu")), rtol=0, atol=0)
     assert all(((result["global"] >= 0) & (result["global"] < NUM_TRAIN)).all() for result in results)
-    # One clock (rank 0's reading) and the largest estimate on every rank.
+    # One clock (rank 0's reading) and the slowest rank's rates on every rank: the Gram rate in the cost of all the
+    # rows (rank r forms the sums of its N_r of them), the cubic rate as measured; a rank without rows probes nothing.
     assert len({result["now"] for result in results}) == 1
-    assert all(result["estimate"] == world_size for result in results)
+    counts = [shard_rows(NUM_TRAIN, rank, world_size, empty_rank) for rank in range(world_size)]
+    holders = [rank for rank in range(world_size) if rank != empty_rank]
+    expected = RefitCost(
+        gram_rate=max((rank + 1) * (counts[rank].stop - counts[rank].start) / NUM_TRAIN for rank in holders),
+        cubic_rate=float(max(10 - rank for rank in holders)),
+    )
+    assert all(result["cost"] == expected for result in results)
+    assert [result["probed"] for result in results] == [[rank] if rank in holders else [] for rank in range(world_size)]
 
 
 def _sharded_fit(rank, world_size, empty_rank):
@@ -54,7 +71,7 @@ def _sharded_fit(rank, world_size, empty_rank):
 
 
 def _single_process_fit(chunk_rows):
-    x, y = make_data(n=NUM_TRAIN)
+    x, y = regression_data(n=NUM_TRAIN)
     model = make_model(x, y, num_features=32)
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
     with feature_chunk_size(chunk_rows):
@@ -91,13 +108,14 @@ def test_fit_mll_reaches_the_single_process_hyperparameters(world_size, empty_ra
         # Every rank's parameters are bit-for-bit rank 0's: the same summed gradients and the same decisions.
         for name, value in results[0]["parameters"].items():
             assert torch.equal(result["parameters"][name], value)
-    start = _parameters(make_model(*make_data(n=NUM_TRAIN), num_features=32).likelihood)
+    start = _parameters(make_model(*regression_data(n=NUM_TRAIN), num_features=32).likelihood)
     assert (expected["likelihood.noise_covar.raw_noise"] - start["noise_covar.raw_noise"]).abs() > 0.1  # it fitted
 
 
-def _budgeted_fit(rank, world_size):
-    # Rank 1 holds three times rank 0's rows: its steps take longer, and its own clock would stop at another step.
-    model, _ = sharded_model(rank, world_size, n=2000, num_features=64)
+def _budgeted_fit(rank, world_size, empty_rank):
+    # Rank 1 holds twice rank 0's rows: its steps take longer, and its own clock would stop at another step. The
+    # budget's probes of the refit's cost run on the ranks with rows.
+    model, _ = sharded_model(rank, world_size, empty_rank, n=2000, num_features=64)
     mll = ShardedMarginalLogLikelihood(model.likelihood, model)
     stages = []
     gprf.fit_mll(
@@ -112,11 +130,13 @@ def _budgeted_fit(rank, world_size):
     return {"stages": stages, "parameters": _parameters(mll)}
 
 
-def test_the_time_budget_stops_every_rank_at_the_same_step(tmp_path):
-    results = run_ranks(_budgeted_fit, 2, tmp_path)
-    first, second = results
-    assert first["stages"] == second["stages"]
+@pytest.mark.parametrize(("world_size", "empty_rank"), [(2, None), (3, 1)])
+def test_the_time_budget_stops_every_rank_at_the_same_step(world_size, empty_rank, tmp_path):
+    first, *others = run_ranks(_budgeted_fit, world_size, tmp_path, empty_rank)
     tuning = [stage for stage in first["stages"] if stage.startswith("tune ")]
     assert 1 <= len(tuning) < 10_000  # the budget, not the step count, ended the tuning
-    for name, value in first["parameters"].items():
-        assert torch.equal(second["parameters"][name], value)
+    assert first["stages"][-2:] == ["tune", "scale"]  # the refit ran
+    for other in others:
+        assert other["stages"] == first["stages"]
+        for name, value in first["parameters"].items():
+            assert torch.equal(other["parameters"][name], value)

@@ -7,11 +7,12 @@ import torch
 
 from gprf.distributed.identity import model_identity, transform_state
 from gprf.streaming.features import model_fingerprint
-from tests.prediction.conftest import make_data, make_model
+from gprf.testing import regression_data
+from tests.helpers.regression import make_model
 
 
 def test_the_identity_is_the_streaming_fingerprint_with_the_likelihood():
-    x, y = make_data(n=20)
+    x, y = regression_data(n=20)
     model = make_model(x, y, num_features=16)
     expected = model_fingerprint(model.covar_module, 3, x.dtype, x.device, model.mean_module, model.likelihood)
     torch.testing.assert_close(model_identity(model, 3), expected, rtol=0, atol=0)
@@ -25,7 +26,7 @@ def test_transform_state_holds_botorch_transforms_learned_from_the_data():
 
     from gprf.botorch import RandomFeatureSingleTaskGP
 
-    x, y = make_data(n=20)
+    x, y = regression_data(n=20)
     plain = make_model(x, y, num_features=16)
     assert transform_state(plain) is None
     bounds = torch.tensor([[0.0] * 3, [1.0] * 3], dtype=torch.float64)

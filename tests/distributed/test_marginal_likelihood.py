@@ -10,8 +10,9 @@ from gpytorch.priors import GammaPrior
 from gprf.distributed import ShardedMarginalLogLikelihood
 from gprf.distributed.exchange import HEADER_SIZE
 from gprf.settings import feature_chunk_size
+from gprf.testing import regression_data
 from tests.distributed.conftest import BACKENDS, NUM_TRAIN, rank_device, run_ranks, sharded_model
-from tests.prediction.conftest import make_data, make_model
+from tests.helpers.regression import make_model
 
 
 def _with_prior(model):
@@ -31,7 +32,7 @@ def _sharded_loss(rank, world_size, empty_rank, chunk_rows, backend="gloo"):
     device = rank_device(backend, rank)
     model, rows = sharded_model(rank, world_size, empty_rank)
     model = _with_prior(model).to(device)
-    x, y = (value.to(device) for value in make_data(n=NUM_TRAIN))
+    x, y = (value.to(device) for value in regression_data(n=NUM_TRAIN))
     model.set_train_data(x[rows], y[rows], strict=False)
     mll = ShardedMarginalLogLikelihood(model.likelihood, model)
     with feature_chunk_size(chunk_rows):
@@ -40,7 +41,7 @@ def _sharded_loss(rank, world_size, empty_rank, chunk_rows, backend="gloo"):
 
 
 def _single_process_value_and_gradients():
-    x, y = make_data(n=NUM_TRAIN)
+    x, y = regression_data(n=NUM_TRAIN)
     model = _with_prior(make_model(x, y, num_features=32))
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
     return _value_and_gradients(mll, model, x, y)
@@ -89,7 +90,7 @@ def _mismatched(rank, world_size, case):
         "features": dict(num_features=32 + 16 * rank),
     }.get(case, {})
     model, rows = sharded_model(rank, world_size, **options)
-    x, y = make_data(n=NUM_TRAIN)
+    x, y = regression_data(n=NUM_TRAIN)
     x, y = x[rows], y[rows]
     if case == "lengthscale" and rank == 1:
         model.covar_module.base_kernel.lengthscale = 0.5
@@ -130,7 +131,7 @@ def test_ranks_that_disagree_get_one_clear_error_on_every_rank(case, kind, fragm
 
 def _skipped_backward(rank, world_size):
     model, rows = sharded_model(rank, world_size)
-    x, y = make_data(n=NUM_TRAIN)
+    x, y = regression_data(n=NUM_TRAIN)
     mll = ShardedMarginalLogLikelihood(model.likelihood, model)
     model.train()
     loss = -mll(model(x[rows]), y[rows])
@@ -151,7 +152,7 @@ def test_a_rank_that_skips_the_backward_pass_stops_every_rank(tmp_path):
 
 
 def test_refuses_models_without_a_feature_kernel():
-    x, y = make_data(n=20)
+    x, y = regression_data(n=20)
     model = make_model(x, y)
     model.covar_module = gpytorch.kernels.RBFKernel()
     with pytest.raises(TypeError, match="gprf random-feature kernel"):

@@ -11,8 +11,9 @@ from gprf.distributed import sharded_predictor
 from gprf.distributed.exchange import ShardExchange
 from gprf.distributed.prediction import sharded_statistics
 from gprf.streaming import StreamingFit
+from gprf.testing import regression_data
 from tests.distributed.conftest import NUM_TRAIN, run_ranks, shard_rows, sharded_model
-from tests.prediction.conftest import make_data, make_model
+from tests.helpers.regression import make_model
 
 NUM_TEST = 30
 
@@ -23,7 +24,7 @@ def _test_points():
 
 def _predict(rank, world_size, empty_rank, fixed_noise):
     options = {}
-    x, y = make_data(n=NUM_TRAIN)
+    x, y = regression_data(n=NUM_TRAIN)
     rows = shard_rows(NUM_TRAIN, rank, world_size, empty_rank)
     if fixed_noise:
         noise = torch.linspace(0.01, 0.1, NUM_TRAIN, dtype=torch.float64)
@@ -42,7 +43,7 @@ def _predict(rank, world_size, empty_rank, fixed_noise):
 )
 def test_each_rank_predicts_its_test_points_as_one_process(world_size, empty_rank, fixed_noise, tmp_path):
     results = run_ranks(_predict, world_size, tmp_path, empty_rank, fixed_noise)
-    x, y = make_data(n=NUM_TRAIN)
+    x, y = regression_data(n=NUM_TRAIN)
     options = {}
     if fixed_noise:
         noise = torch.linspace(0.01, 0.1, NUM_TRAIN, dtype=torch.float64)
@@ -65,7 +66,7 @@ def _statistics(rank, world_size):
 
 def test_sharded_statistics_are_the_single_process_statistics(tmp_path):
     results = run_ranks(_statistics, 3, tmp_path)
-    x, y = make_data(n=NUM_TRAIN)
+    x, y = regression_data(n=NUM_TRAIN)
     single = StreamingFit.from_model(make_model(x, y, num_features=32)).update(x, y).statistics
     for result in results:
         statistics = result["statistics"]

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from gprf.distributed import ShardedMarginalLogLikelihood, broadcast_state, sharded_predictor
+from gprf.testing import regression_data
 from tests.distributed.conftest import NUM_TRAIN, run_ranks, sharded_model
-from tests.prediction.conftest import make_data
 
 
 def _broadcast(rank, world_size, case):
@@ -43,7 +43,7 @@ def test_broadcast_state_takes_a_module():
 
 def _train_and_save(rank, world_size, path):
     model, rows = sharded_model(rank, world_size)
-    x, y = make_data(n=NUM_TRAIN)
+    x, y = regression_data(n=NUM_TRAIN)
     mll = ShardedMarginalLogLikelihood(model.likelihood, model)
     optimizer = torch.optim.Adam(mll.parameters(), lr=0.05)
     model.train()
@@ -59,7 +59,7 @@ def _train_and_save(rank, world_size, path):
 def _restore(rank, world_size, path):
     model, rows = sharded_model(rank, world_size, seed=rank + 5)  # other draws: the checkpoint replaces them
     model.load_state_dict(torch.load(path))
-    x, y = make_data(n=NUM_TRAIN)
+    x, y = regression_data(n=NUM_TRAIN)
     mll = ShardedMarginalLogLikelihood(model.likelihood, model)
     model.train()
     with torch.no_grad():

@@ -1,9 +1,9 @@
 """gprf.features.base: the contract of every random feature map (DESIGN.md §2.1).
 
-The first part checks the contract in depth on RandomFourierFeatures for every sampler. The second part
-(``MAP_CASES``) checks it on every exported concrete FeatureMapBase subclass — one-root and signed maps, composite
-maps — each built by a small factory; a test fails when an exported class has no factory, so a new map cannot skip
-the contract.
+The first part checks the contract in depth on RandomFourierFeatures for every sampler. The second part runs the
+shipped contract (gprf.testing.FeatureMapTestCase) on every exported concrete FeatureMapBase subclass (``MAP_CASES``) —
+one-root and signed maps, composite maps — each built by a small factory; a test fails when an exported class has no
+factory, so a new map cannot skip the contract.
 """
 
 from __future__ import annotations
@@ -27,21 +27,12 @@ from gprf.features import (
     PolynomialSketch,
     QuadratureFeatures,
     RandomFourierFeatures,
-    SignedFeatureMap,
     SignedRandomFeatures,
     Skeleton,
     delta_gaussian_spectrum,
-    real_root,
 )
-from tests.conftest import concrete_exported_classes
-from tests.features.contract import (
-    all_draws,
-    build_in,
-    check_resample_contract,
-    kernel_estimate,
-    random_buffers,
-    real_roots,
-)
+from gprf.testing import FeatureMapTestCase, build_in, check_resample, random_buffers
+from tests.helpers.exports import concrete_exported_classes
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -215,7 +206,7 @@ def test_same_seed_same_features_different_seed_different_features(sampler):
 @pytest.mark.parametrize("sampler", SAMPLERS)
 def test_resample_with_generator_changes_draws_in_place_and_resample_restores_seed(sampler, float64):
     # (Built and resampled under the same default dtype: see tests/ops/test_qmc.py for why.)
-    check_resample_contract(lambda **kwargs: _build(sampler, **kwargs), _inputs(6))
+    check_resample(lambda **kwargs: _build(sampler, **kwargs), _inputs(6))
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
@@ -541,19 +532,6 @@ def _map(case: str, dtype: torch.dtype = torch.float64, batch_shape=(), seed: in
     return build_in(dtype, MAP_CASES[case][1], batch_shape=batch_shape, seed=seed)
 
 
-def _map_inputs(n: int = 6, seed: int = 0, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    return 0.5 * torch.randn(n, MAP_DIM, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(dtype)
-
-
-def _assert_roots_equal(first, second, **tolerance) -> None:
-    for a, b in zip(first, second, strict=True):
-        torch.testing.assert_close(a, b, **(tolerance or dict(rtol=0, atol=0)))
-
-
-def _roots_differ(first, second) -> bool:
-    return any(not torch.allclose(a, b) for a, b in zip(first, second, strict=True))
-
-
 def test_every_exported_feature_map_has_a_contract_case():
     covered = {cls for cls, _ in MAP_CASES.values()}
     missing = [
@@ -564,135 +542,17 @@ def test_every_exported_feature_map_has_a_contract_case():
         assert type(_map(case)) is cls, case
 
 
-@pytest.mark.parametrize("case", MAP_CASES)
-def test_contract_draws_are_buffers_that_follow_to(case):
-    feature_map = _map(case)
-    draws = all_draws(feature_map)
-    assert draws, "random draws must be registered buffers"
-    assert set(draws) <= set(dict(feature_map.named_buffers())) and set(draws) <= set(feature_map.state_dict())
-    assert list(feature_map.parameters()) == []
-    x = _map_inputs()
-    expected = real_roots(feature_map, x)
-    single = feature_map.to(torch.float32)
-    for name, draw in all_draws(single).items():
-        assert draw.dtype == (torch.float32 if draw.is_floating_point() else draws[name].dtype), name
-    roots = real_roots(single, x.float())
-    # float32 draws and inputs: relative rounding 6e-8 per operation over a few dozen operations (projections of
-    # 4 inputs, cosines or products of up to 3 factors); 1e-5 of the largest entry leaves a margin of ~100.
-    for root, reference in zip(roots, expected, strict=True):
-        assert root.dtype == torch.float32
-        torch.testing.assert_close(root.double(), reference, rtol=0, atol=1e-5 * float(reference.abs().max()))
-    # And back: float64 draws (the float32-rounded values) give float64 features.
-    double = single.to(torch.float64)
-    assert all(draw.dtype == torch.float64 for draw in all_draws(double).values() if draw.is_floating_point())
-    for root, reference in zip(real_roots(double, x), expected, strict=True):
-        assert root.dtype == torch.float64
-        torch.testing.assert_close(root, reference, rtol=0, atol=1e-5 * float(reference.abs().max()))
+class TestEveryFeatureMap(FeatureMapTestCase):
+    """The kit's feature-map contract (gprf.testing.FeatureMapTestCase) on every case of MAP_CASES."""
+
+    @pytest.fixture(autouse=True, params=sorted(MAP_CASES))
+    def case(self, request):
+        self.factory = MAP_CASES[request.param][1]
+
+    def create_feature_map(self, batch_shape, seed):
+        return self.factory(batch_shape=batch_shape, seed=seed)
 
 
-@pytest.mark.parametrize("case", MAP_CASES)
-def test_contract_state_dict_into_a_map_built_with_another_seed(case):
-    x = _map_inputs()
-    feature_map, fresh = _map(case, batch_shape=(2,), seed=1), _map(case, batch_shape=(2,), seed=2)
-    assert _roots_differ(real_roots(fresh, x), real_roots(feature_map, x))
-    fresh.load_state_dict(feature_map.state_dict())
-    _assert_roots_equal(real_roots(fresh, x), real_roots(feature_map, x))
-
-
-@pytest.mark.parametrize("case", MAP_CASES)
-def test_contract_pickle_and_deepcopy_reproduce_the_features(case):
-    feature_map = _map(case, batch_shape=(2,), seed=3)
-    x = _map_inputs()
-    expected = real_roots(feature_map, x)
-    for clone in (pickle.loads(pickle.dumps(feature_map)), copy.deepcopy(feature_map)):
-        _assert_roots_equal(real_roots(clone, x), expected)
-        for name, draw in all_draws(clone).items():
-            assert draw.data_ptr() != all_draws(feature_map)[name].data_ptr(), name  # an independent copy
-
-
-@pytest.mark.parametrize("case", MAP_CASES)
-def test_contract_resample_changes_the_draws_and_bumps_the_version(case):
-    feature_map = _map(case, seed=4)
-    x = _map_inputs()
-    original, version = real_roots(feature_map, x), feature_map.draw_version
-    feature_map.resample(torch.Generator().manual_seed(99))
-    assert feature_map.draw_version > version
-    assert _roots_differ(real_roots(feature_map, x), original)
-    version = feature_map.draw_version
-    feature_map.resample()  # a seeded map redraws the features it was built with
-    assert feature_map.draw_version > version
-    _assert_roots_equal(real_roots(feature_map, x), original)
-
-
-@pytest.mark.parametrize("case", MAP_CASES)
-def test_contract_batch_members_are_distinct_draws_and_batch_index_selects_one(case):
-    feature_map = _map(case, batch_shape=(3,), seed=5)
-    x = _map_inputs()
-    roots = real_roots(feature_map, x)
-    for root in roots:
-        assert root.shape == (3, 6, feature_map.root_dim)
-    for i, j in ((0, 1), (0, 2), (1, 2)):
-        assert _roots_differ([r[i] for r in roots], [r[j] for r in roots]), (i, j)
-    member = feature_map.batch_index((1,))
-    assert member.batch_shape == torch.Size()
-    # The same draws; a batched and an unbatched product may sum in another order.
-    _assert_roots_equal(real_roots(member, x), [r[1] for r in roots], rtol=1e-12, atol=1e-12)
-
-
-@pytest.mark.parametrize("case", MAP_CASES)
-def test_contract_inputs_of_another_dtype_are_computed_in_the_promoted_dtype(case):
-    single = _map(case, dtype=torch.float32, seed=6)
-    x = _map_inputs()
-    promoted = real_roots(single, x)
-    assert all(root.dtype == torch.float64 for root in promoted)
-    assert all(draw.dtype == torch.float32 for draw in all_draws(single).values() if draw.is_floating_point())
-    # The float32 draws promoted for the call: the numbers of a float64 copy of the map.
-    _assert_roots_equal(promoted, real_roots(copy.deepcopy(single).double(), x))
-    assert all(root.dtype == torch.float64 for root in real_roots(_map(case, seed=6), x.float()))
-
-
-@pytest.mark.parametrize("case", MAP_CASES)
-def test_contract_num_features_and_root_dim(case):
-    feature_map = _map(case)
-    x = _map_inputs()
-    if isinstance(feature_map, SignedFeatureMap):
-        a, b = feature_map(x)
-        assert a.shape == b.shape == (6, feature_map.root_dim) and not a.is_complex()
-        signature = feature_map.signature(torch.float64)
-        expected = torch.cat([torch.ones(feature_map.root_dim), -torch.ones(feature_map.root_dim)]).double()
-        torch.testing.assert_close(signature, expected, rtol=0, atol=0)
-        torch.testing.assert_close(
-            kernel_estimate(feature_map, x), torch.cat([a, b], -1) @ torch.diag(signature) @ torch.cat([a, b], -1).mT
-        )
-        return
-    phi = feature_map(x)
-    assert phi.shape == (6, feature_map.num_features) and phi.is_complex() == feature_map.is_complex
-    assert feature_map.root_dim == (2 if feature_map.is_complex else 1) * feature_map.num_features
-    root = feature_map.real_features(x)
-    assert root.shape == (6, feature_map.root_dim) and not root.is_complex()
-    torch.testing.assert_close(root, real_root(phi), rtol=0, atol=0)
-    torch.testing.assert_close(root @ root.mT, kernel_estimate(feature_map, x))
-
-
-@pytest.mark.parametrize("case", MAP_CASES)
-def test_contract_nan_input_is_a_clear_error_on_the_cpu(case):
-    x = _map_inputs()
-    x[2, 1] = float("nan")
-    with pytest.raises(ValueError, match=f"{MAP_CASES[case][0].__name__} received NaN or infinite inputs"):
-        _map(case)(x)
-
-
-@pytest.mark.parametrize("case", MAP_CASES)
-def test_contract_expanded_draws_refuse_to_resample(case):
-    expanded = _map(case).batch_expand(torch.Size([3]))
-    roots = real_roots(expanded, _map_inputs())
-    # Expanded, not redrawn: the members share the draws (equal up to the summation order of batched products).
-    _assert_roots_equal([r[0] for r in roots], [r[2] for r in roots], rtol=1e-12, atol=1e-12)
-    with pytest.raises(RuntimeError, match="batch_expand"):
-        expanded.resample(torch.Generator().manual_seed(1))
-
-
-# ---------------------------------------------------------------------------------------- nested draws (resized)
 # Quadrature rules, TensorSketch's hashes, Maclaurin allocations and de-duplicated weights depend on the number of
 # features.
 NOT_NESTED = {
@@ -706,80 +566,10 @@ NOT_NESTED = {
 }
 
 
-def _resizes(feature_map: FeatureMapBase) -> tuple[int, int]:
-    """A smaller and a larger valid size (random Fourier features need an even number)."""
-    f = feature_map.num_features
-    return max(2, f // 4 * 2), 2 * f + 6
-
-
 @pytest.mark.parametrize("case", MAP_CASES)
-def test_contract_resized_nests_or_refuses_clearly(case):
-    feature_map = _map(case, batch_shape=(2,), seed=7)
-    if case in NOT_NESTED:
-        with pytest.raises(NotImplementedError, match=rf"{type(feature_map).__name__} cannot be resized: .*; "):
-            feature_map.resized(4)
-        return
-    draws, version = {name: draw.clone() for name, draw in all_draws(feature_map).items()}, feature_map.draw_version
-    small, large = _resizes(feature_map)
-    shrunk = feature_map.resized(small)
-    grown = feature_map.resized(large)
-    assert (shrunk.num_features, grown.num_features) == (small, large)
-    # The original is unchanged; every resized map is a new draw with a version of its own.
-    for name, draw in all_draws(feature_map).items():
-        assert torch.equal(draw, draws[name]), name
-    assert feature_map.draw_version == version
-    assert len({version, shrunk.draw_version, grown.draw_version}) == 3
-    # Shrinking then growing back (and growing then shrinking back) returns the draws bit for bit.
-    for back in (shrunk.resized(feature_map.num_features), grown.resized(feature_map.num_features)):
-        for name, draw in all_draws(back).items():
-            assert torch.equal(draw, draws[name]), name
-    # Same configuration, batch shape and dtype; the new size's roots.
-    x = _map_inputs()
-    for resized, size in ((shrunk, small), (grown, large)):
-        assert type(resized) is type(feature_map) and resized.batch_shape == feature_map.batch_shape
-        assert all(draw.dtype == draws[name].dtype for name, draw in all_draws(resized).items())
-        expected_dim = feature_map.root_dim * size // feature_map.num_features
-        assert all(root.shape == (2, 6, expected_dim) for root in real_roots(resized, x))
-
-
-@pytest.mark.parametrize("case", sorted(set(MAP_CASES) - NOT_NESTED))
-def test_contract_resized_with_a_generator_appends_an_independent_continuation(case):
-    feature_map = _map(case, seed=7)
-    large = 2 * feature_map.num_features + 6
-    default, other = feature_map.resized(large), feature_map.resized(large, torch.Generator().manual_seed(3))
-    again = feature_map.resized(large, torch.Generator().manual_seed(3))
-    x = _map_inputs()
-    assert _roots_differ(real_roots(default, x), real_roots(other, x))
-    _assert_roots_equal(real_roots(other, x), real_roots(again, x))
-    # Back to the original size: the original draws, whatever continued them.
-    _assert_roots_equal(real_roots(other.resized(feature_map.num_features), x), real_roots(feature_map, x))
-
-
-@pytest.mark.parametrize("case", sorted(set(MAP_CASES) - NOT_NESTED))
-def test_contract_resized_map_round_trips_state_dict_and_pickle(case):
-    feature_map = _map(case, batch_shape=(2,), seed=7)
-    grown = feature_map.resized(2 * feature_map.num_features + 6, torch.Generator().manual_seed(1))
-    x = _map_inputs()
-    fresh = _map(case, batch_shape=(2,), seed=8).resized(grown.num_features)
-    assert _roots_differ(real_roots(fresh, x), real_roots(grown, x))
-    fresh.load_state_dict(grown.state_dict())  # a stream with two segments into one with one
-    _assert_roots_equal(real_roots(fresh, x), real_roots(grown, x))
-    # The loaded stream continues like the original.
-    _assert_roots_equal(
-        real_roots(fresh.resized(4 * feature_map.num_features), x),
-        real_roots(grown.resized(4 * feature_map.num_features), x),
-    )
-    clone = pickle.loads(pickle.dumps(grown))
-    _assert_roots_equal(real_roots(clone.resized(feature_map.num_features), x), real_roots(feature_map, x))
-
-
-@pytest.mark.parametrize("case", sorted(set(MAP_CASES) - NOT_NESTED))
-def test_contract_resized_float32_map_keeps_its_dtype_and_prefix(case):
-    single = _map(case, dtype=torch.float32, seed=7)
-    back = single.resized(2 * single.num_features + 6).resized(single.num_features)
-    for name, draw in all_draws(back).items():
-        assert torch.equal(draw, all_draws(single)[name]), name
-        assert draw.dtype == all_draws(single)[name].dtype
+def test_maps_nest_their_draws_unless_their_draws_depend_on_the_size(case):
+    # The contract checks resized() for maps that nest and the refusal for the others; this pins which are which.
+    assert (_map(case).nesting_refusal is None) == (case not in NOT_NESTED)
 
 
 def test_resized_refuses_bad_sizes_and_expanded_draws():

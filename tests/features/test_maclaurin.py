@@ -24,7 +24,7 @@ from sklearn.datasets import load_digits
 
 from gprf.features import MaclaurinFeatures
 from gprf.metrics import relative_frobenius_error
-from tests.features.contract import build_in_float64
+from gprf.testing import build_in
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -34,7 +34,7 @@ DIM = 3
 
 
 def _maclaurin(*args, **kwargs) -> MaclaurinFeatures:
-    return build_in_float64(MaclaurinFeatures, *args, **kwargs)
+    return build_in(torch.float64, MaclaurinFeatures, *args, **kwargs)
 
 
 def _points(n: int, dim: int, scale: float, seed: int, shift: float = 0.0) -> torch.Tensor:

@@ -21,8 +21,8 @@ from gprf.features import (
     spherical_polynomial_spectrum,
 )
 from gprf.metrics import relative_frobenius_error
+from gprf.testing import build_in
 from tests.features.conftest import DELTA, X_DELTA, Y_DELTA, Z
-from tests.features.contract import build_in_float64
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -30,7 +30,7 @@ NUM_DRAWS = 2000
 
 
 def _signed(*args, **kwargs) -> SignedRandomFeatures:
-    return build_in_float64(SignedRandomFeatures, *args, **kwargs)
+    return build_in(torch.float64, SignedRandomFeatures, *args, **kwargs)
 
 
 def _estimates(feature_map: SignedRandomFeatures, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

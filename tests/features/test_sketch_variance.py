@@ -15,7 +15,7 @@ import torch
 
 from gprf.features import PolynomialSketch
 from gprf.features.sketch_variance import pair_statistics, sketch_variance, srht_pair_count
-from tests.features.contract import build_in_float64
+from gprf.testing import build_in
 
 Z = 5.0
 SKETCHES = ("gaussian", "rademacher", "srht")
@@ -32,8 +32,8 @@ def _rows(n: int, dim: int, generator: torch.Generator, nonnegative: bool = True
 
 
 def _map(dim: int, num_features: int, degree: int, sketch: str, is_complex: bool, **kwargs) -> PolynomialSketch:
-    return build_in_float64(
-        PolynomialSketch, dim, num_features, degree, sketch=sketch, complex=is_complex, seed=0, **kwargs
+    return build_in(
+        torch.float64, PolynomialSketch, dim, num_features, degree, sketch=sketch, complex=is_complex, seed=0, **kwargs
     )
 
 

@@ -38,7 +38,7 @@ from scipy.linalg import hadamard
 
 from gprf.features import SKETCHES, FeatureMap, PolynomialSketch
 from gprf.features.sketch_variance import pair_statistics, sketch_variance
-from tests.features.contract import check_resample_contract, random_buffers
+from gprf.testing import check_resample, random_buffers
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -588,7 +588,7 @@ def test_seed_and_resample(case):
     x = _inputs(6)
     assert torch.equal(_build(case, seed=10)(x), _build(case, seed=10)(x))
     assert not torch.allclose(_build(case, seed=10)(x), _build(case, seed=11)(x))
-    original = check_resample_contract(lambda **kwargs: _build(case, **kwargs), x)
+    original = check_resample(lambda **kwargs: _build(case, **kwargs), x)
     # Batch members are different draws.
     assert not torch.allclose(original[0], original[1])
 

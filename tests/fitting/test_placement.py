@@ -6,14 +6,17 @@ import gpytorch
 import torch
 
 import gprf
+from gprf.fitting.budget import RefitCost
 from gprf.fitting.end_point import prediction_failure
+from gprf.fitting.handover import RefitGram
 from gprf.fitting.placement import LOCAL_ROWS, RowPlacement, row_placement
 from gprf.fitting.row_subsample import subsample_rows
-from tests.prediction.conftest import make_data, make_model
+from gprf.testing import regression_data
+from tests.helpers.regression import make_model
 
 
 def _mll(n=300):
-    x, y = make_data(n=n)
+    x, y = regression_data(n=n)
     model = make_model(x, y, num_features=32)
     return gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
 
@@ -24,12 +27,13 @@ def test_the_local_placement_answers_for_this_process():
     assert row_placement(mll) is LOCAL_ROWS
     assert LOCAL_ROWS.num_rows(model) == 300
     torch.testing.assert_close(LOCAL_ROWS.subsample(model, 40, 3), subsample_rows(300, 40, 3, torch.device("cpu")))
-    assert LOCAL_ROWS.agree_seconds(2.5) == 2.5
-    assert LOCAL_ROWS.prediction_failure(mll) is None and prediction_failure(mll) is None
+    assert LOCAL_ROWS.refit_cost(model, lambda: RefitCost(2e-9, 3e-10)) == RefitCost(2e-9, 3e-10)
     before = LOCAL_ROWS.now()
     assert LOCAL_ROWS.now() >= before
-    result = LOCAL_ROWS.fit_scale_hyperparameters(mll)
-    assert result.mll_after >= result.mll_before
+    result, sums = LOCAL_ROWS.fit_scale_with_sums(mll)
+    assert result.mll_after >= result.mll_before and sums.num_data == 300
+    assert LOCAL_ROWS.end_fit(mll, RefitGram.after_refit(mll, sums), [])  # handed over
+    assert not mll.training and prediction_failure(mll) is None
 
 
 class _Recording(RowPlacement):
@@ -51,17 +55,17 @@ class _Recording(RowPlacement):
         self.clock += 0.001
         return self.clock
 
-    def agree_seconds(self, seconds):
-        self.asked.append("agree_seconds")
-        return seconds
+    def refit_cost(self, model, probe):
+        self.asked.append("refit_cost")
+        return super().refit_cost(model, probe)
 
-    def fit_scale_hyperparameters(self, mll):
-        self.asked.append("fit_scale_hyperparameters")
-        return super().fit_scale_hyperparameters(mll)
+    def fit_scale_with_sums(self, mll):
+        self.asked.append("fit_scale_with_sums")
+        return super().fit_scale_with_sums(mll)
 
-    def prediction_failure(self, mll):
-        self.asked.append("prediction_failure")
-        return super().prediction_failure(mll)
+    def end_fit(self, mll, refit, checkpoints):
+        self.asked.append("end_fit")
+        return super().end_fit(mll, refit, checkpoints)
 
 
 def test_fit_mll_asks_the_placement_of_its_marginal_likelihood():
@@ -80,10 +84,11 @@ def test_fit_mll_asks_the_placement_of_its_marginal_likelihood():
     )
     assert placement.asked == [
         "num_rows",
-        "agree_seconds",
+        "refit_cost",
         ("subsample", 100, 4),
-        "fit_scale_hyperparameters",
-        "prediction_failure",
+        "refit_cost",  # probed again just before the refit
+        "fit_scale_with_sums",
+        "end_fit",
     ]
     assert rows_seen[:2] == [50, 50]  # the tuning steps saw this process's half of the subsample
     assert placement.clock > 0.0  # the recipe's clock is the placement's

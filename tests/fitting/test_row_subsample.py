@@ -13,7 +13,7 @@ import gprf
 from gprf.fitting.recipe import _loss
 from gprf.fitting.row_subsample import per_row_noise_models, subsample_rows, training_rows
 from gprf.kernels import RandomFourierKernel
-from tests.likelihoods.conftest import NUM_CLASSES, make_data, make_model
+from tests.helpers.classification import NUM_CLASSES, make_data, make_model
 
 
 class _GP(gpytorch.models.ExactGP):

@@ -18,7 +18,8 @@ from gpytorch.priors import GammaPrior, NormalPrior
 from gprf.fitting import ScaleFitResult, fit_scale_hyperparameters
 from gprf.fitting.scale_fit import supports_exact_scale_fit
 from gprf.kernels import RandomFourierKernel
-from tests.prediction.conftest import ExactModel, make_data, make_model
+from gprf.testing import ExactGPModel, regression_data
+from tests.helpers.regression import make_model
 
 # Gradients of GPyTorch's marginal likelihood per point at the fit, w.r.t. the raw parameters. L-BFGS drives the O(F)
 # objective's gradient below 1e-10, but that objective is the marginal likelihood through the eigendecomposition of
@@ -35,7 +36,7 @@ NOISE_FLOOR_RTOL = 1e-7
 VALUE_RTOL = 1e-9
 
 
-def _mll(model: ExactModel) -> ExactMarginalLogLikelihood:
+def _mll(model: ExactGPModel) -> ExactMarginalLogLikelihood:
     return ExactMarginalLogLikelihood(model.likelihood, model)
 
 
@@ -62,7 +63,7 @@ def _gpytorch_gradients(mll: ExactMarginalLogLikelihood) -> dict[str, torch.Tens
     return dict(zip(raw, gradients, strict=True))
 
 
-def _with_scale_priors(model: ExactModel) -> ExactModel:
+def _with_scale_priors(model: ExactGPModel) -> ExactGPModel:
     """Priors on the outputscale, the noise and the constant (registered the way GPyTorch's modules do)."""
     model.covar_module.register_prior("outputscale_prior", GammaPrior(2.0, 1.0), lambda m: m.outputscale)
     model.likelihood.noise_covar.register_prior("noise_prior", GammaPrior(1.5, 20.0), lambda m: m.noise)
@@ -73,7 +74,7 @@ def _with_scale_priors(model: ExactModel) -> ExactModel:
 @pytest.mark.parametrize("priors", [False, True], ids=["no-priors", "priors"])
 @pytest.mark.parametrize(("num_data", "num_features"), [(80, 32), (20, 64)], ids=["N>F", "N<F"])
 def test_objective_equals_gpytorch_and_the_fit_zeroes_its_gradient(num_data, num_features, priors):
-    x, y = make_data(n=num_data)
+    x, y = regression_data(n=num_data)
     model = make_model(x, y, num_features=num_features)
     if priors:
         model = _with_scale_priors(model)
@@ -98,7 +99,7 @@ def test_objective_equals_gpytorch_and_the_fit_zeroes_its_gradient(num_data, num
 def test_priors_of_other_parameters_are_left_out():
     """A lengthscale prior is constant at fixed features: GPyTorch's value minus it (divided by N, as GPyTorch divides
     every prior) is the fitted objective."""
-    x, y = make_data(n=40)
+    x, y = regression_data(n=40)
     model = make_model(x, y, num_features=16)
     model.covar_module.base_kernel.register_prior("lengthscale_prior", GammaPrior(3.0, 6.0), lambda m: m.lengthscale)
     model = model.double()
@@ -112,7 +113,7 @@ def test_priors_of_other_parameters_are_left_out():
 
 def test_batch_model_fits_every_member():
     batch_shape = torch.Size([2])
-    x, y = make_data(n=50, batch_shape=batch_shape)
+    x, y = regression_data(n=50, batch_shape=batch_shape)
     y = y * torch.tensor([[1.0], [4.0]], dtype=torch.float64) + torch.tensor([[0.0], [-3.0]], dtype=torch.float64)
     model = make_model(x, y, num_features=24, batch_shape=batch_shape)
     mll = _mll(model)
@@ -131,7 +132,7 @@ def test_batch_model_fits_every_member():
 
 
 def test_float32_model_matches_its_float64_twin_and_stores_float32():
-    x, y = make_data(n=60, dtype=torch.float32)
+    x, y = regression_data(n=60, dtype=torch.float32)
     model = make_model(x, y, num_features=32).float()
     mll = _mll(model)
     with torch.no_grad():
@@ -204,7 +205,7 @@ def _gpytorch_lbfgs_reference(model) -> ExactMarginalLogLikelihood:
 
 
 def test_fit_is_the_brute_force_optimum():
-    x, y = make_data(n=60)
+    x, y = regression_data(n=60)
     model = make_model(x, y, num_features=16)
     # Shorter lengthscales than make_model's: no feature is nearly constant, so the constant mean and the outputscale
     # are well determined (a well-conditioned optimum that the brute-force runs can pin down).
@@ -259,7 +260,7 @@ def test_fit_is_the_brute_force_optimum():
 
 def test_noise_lower_bound_is_respected_when_active():
     """GPyTorch's constraints enforce bounds by a transform; BoTorch's have transform=None (bounds for scipy)."""
-    x, y = make_data(n=60)  # noise standard deviation 0.1: variance 0.01, below the bound
+    x, y = regression_data(n=60)  # noise standard deviation 0.1: variance 0.01, below the bound
     fits = []
     for constraint in (GreaterThan(0.05), GreaterThan(0.05, transform=None)):
         likelihood = GaussianLikelihood(noise_constraint=constraint)
@@ -285,9 +286,9 @@ def test_noise_lower_bound_is_respected_when_active():
 
 
 def test_fixed_outputscale_and_zero_mean():
-    x, y = make_data(n=50)
+    x, y = regression_data(n=50)
     kernel = RandomFourierKernel(32, num_dims=3, ard_num_dims=3, seed=0)
-    model = ExactModel(x, y, GaussianLikelihood(), kernel).double()
+    model = ExactGPModel(x, y, GaussianLikelihood(), kernel).double()
     model.mean_module = ZeroMean()
     kernel.lengthscale = 0.5
     mll = _mll(model)
@@ -314,9 +315,9 @@ def _nested_scale_kernel() -> ScaleKernel:
     ids=["nested-scale-kernels", "outer-active-dims", "inner-active-dims"],
 )
 def test_the_amplitude_beneath_the_fitted_outputscale_stays_fixed(build):
-    x, y = make_data(n=50)
+    x, y = regression_data(n=50)
     kernel = build()
-    model = ExactModel(x, y, GaussianLikelihood(), kernel).double()
+    model = ExactGPModel(x, y, GaussianLikelihood(), kernel).double()
     inner = kernel.base_kernel
     fixed_before = inner.outputscale.detach().clone() if isinstance(inner, ScaleKernel) else None
     mll = _mll(model)
@@ -334,7 +335,7 @@ def test_the_amplitude_beneath_the_fitted_outputscale_stays_fixed(build):
 
 
 def test_other_means_are_a_fixed_offset():
-    x, y = make_data(n=50)
+    x, y = regression_data(n=50)
     y = y + 2 * x[:, 0]
     model = make_model(x, y, num_features=32)
     model.mean_module = LinearMean(3).double()
@@ -354,7 +355,7 @@ def test_other_means_are_a_fixed_offset():
 
 
 def test_chunking_and_training_mode_do_not_change_the_fit():
-    x, y = make_data(n=45)
+    x, y = regression_data(n=45)
     fits = []
     for chunk_size, training in [(None, True), (4, False)]:
         model = make_model(x, y, num_features=16)
@@ -370,14 +371,14 @@ def test_chunking_and_training_mode_do_not_change_the_fit():
 
 
 def test_unsupported_models_raise_clear_errors():
-    x, y = make_data(n=20)
+    x, y = regression_data(n=20)
     assert supports_exact_scale_fit(_mll(make_model(x, y)))
     fixed = make_model(x, y, likelihood=FixedNoiseGaussianLikelihood(noise=torch.full((20,), 0.01)))
     assert not supports_exact_scale_fit(_mll(fixed))
     with pytest.raises(TypeError, match="FixedNoiseGaussianLikelihood.*gradient-based"):
         fit_scale_hyperparameters(_mll(fixed))
 
-    dense = ExactModel(x, y, GaussianLikelihood(), ScaleKernel(RBFKernel())).double()
+    dense = ExactGPModel(x, y, GaussianLikelihood(), ScaleKernel(RBFKernel())).double()
     assert not supports_exact_scale_fit(_mll(dense))
     with pytest.raises(TypeError, match="RBFKernel"):
         fit_scale_hyperparameters(_mll(dense))
@@ -477,7 +478,7 @@ def test_botorch_random_feature_model_with_two_outputs():
 def test_a_model_without_rows_fits_the_rows_its_reduction_adds():
     """Rows sharded over processes: the model of a shard without rows, given the sums of all of them, fits what the
     model holding them fits."""
-    x, y = make_data(n=120)
+    x, y = regression_data(n=120)
     full = make_model(x, y, num_features=16)
     empty = make_model(x[:0], y[:0], num_features=16)
     captured = {}

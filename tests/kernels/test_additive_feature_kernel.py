@@ -13,14 +13,12 @@ import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from gprf.kernels import AdditiveFeatureKernel, ExactAdditiveKernel, exact_expression
-from tests.conftest import DEVICES
-from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, diagonal_draws, num_dims_of
-from tests.prediction.conftest import ExactModel, train_by_mll
+from gprf.testing import DEVICES, SEED, ExactGPModel, FeatureKernelTestCase, diagonal_draws, num_dims_of, train_by_mll
 
 Z_BOUND = 4.5  # two-sided, over a few dozen z-scores per test
 
 
-class TestAdditiveFeatureKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+class TestAdditiveFeatureKernel(FeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
         return AdditiveFeatureKernel(16, num_dims_of(kwargs, 2), seed=SEED, **kwargs)
 
@@ -91,11 +89,11 @@ def test_gp_over_20_dimensions_trains_and_predicts_like_the_exact_additive_gp():
     x, y = _additive_data(160)
     test_x, test_y = _additive_data(60, seed=1)
     kernel = ScaleKernel(AdditiveFeatureKernel(64, num_dims=20, seed=0)).double()
-    model = ExactModel(x, y, gpytorch.likelihoods.GaussianLikelihood().double(), kernel).double()
+    model = ExactGPModel(x, y, gpytorch.likelihoods.GaussianLikelihood().double(), kernel).double()
     losses = train_by_mll(model, x, y, steps=40)
     assert losses[-1] < losses[0]
     # The exact additive GP with the very same (trained, shared) hyperparameters.
-    exact = ExactModel(x, y, model.likelihood, exact_expression(kernel)).double()
+    exact = ExactGPModel(x, y, model.likelihood, exact_expression(kernel)).double()
     exact.mean_module = model.mean_module
     model.eval(), exact.eval()
     with torch.no_grad():

@@ -12,13 +12,13 @@ from gpytorch.kernels import ScaleKernel
 from linear_operator.operators import LowRankRootLinearOperator
 
 from gprf.kernels import ArcCosineKernel, ArcCosineQuadratureKernel, QuadratureKernel
-from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, num_dims_of
-from tests.prediction.conftest import ExactModel, make_data, train_and_predict, weight_space_prediction
+from gprf.testing import SEED, ExactGPModel, FeatureKernelTestCase, num_dims_of, regression_data
+from tests.helpers.regression import train_and_predict, weight_space_prediction
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
-class TestQuadratureKernelArcCosine(RandomFeatureKernelTestCase, unittest.TestCase):
+class TestQuadratureKernelArcCosine(FeatureKernelTestCase, unittest.TestCase):
     """Scale-free kernels: no ARD lengthscale, so the ARD variants build the kernel without one."""
 
     def create_kernel_no_ard(self, **kwargs):
@@ -74,11 +74,11 @@ def test_bad_input():
 
 @pytest.mark.parametrize("kernel", ["arccos1"])
 def test_exact_gp_training_loop(kernel):
-    x, y = make_data(n=80, d=3, seed=0)
-    test_x, test_y = make_data(n=40, d=3, seed=1)
+    x, y = regression_data(n=80, d=3, seed=0)
+    test_x, test_y = regression_data(n=40, d=3, seed=1)
     likelihood = gpytorch.likelihoods.GaussianLikelihood()
     covar = ScaleKernel(ArcCosineQuadratureKernel(8, num_dims=3, order=1, rotation="butterfly", seed=0))
-    model = ExactModel(x, y, likelihood, covar).double()
+    model = ExactGPModel(x, y, likelihood, covar).double()
     losses, prediction, nmse = train_and_predict(model, x, y, test_x, test_y)
     assert losses[-1] < losses[0] - 0.3
     # The (non-stationary, bias-free) arc-cosine-1 kernel only has to beat the constant predictor.
@@ -90,7 +90,7 @@ def test_botorch_posterior():
     """SingleTaskGP with the kernel: its posterior is the weight-space posterior of the finite model."""
     from botorch.models import SingleTaskGP
 
-    x, y = make_data(n=30, d=3, seed=2)
+    x, y = regression_data(n=30, d=3, seed=2)
     kernel = ScaleKernel(ArcCosineQuadratureKernel(4, num_dims=3, order=1, seed=0))
     model = SingleTaskGP(x, y.unsqueeze(-1), covar_module=kernel)
     test_x = torch.rand(5, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64)

@@ -12,8 +12,8 @@ from linear_operator.operators import LowRankRootLinearOperator
 
 from gprf.features import Skeleton
 from gprf.kernels import CompositionalKernel, CompositionalRandomFeatureKernel
-from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, num_dims_of
-from tests.prediction.conftest import ExactModel, make_data, train_and_predict
+from gprf.testing import SEED, ExactGPModel, FeatureKernelTestCase, num_dims_of, regression_data
+from tests.helpers.regression import train_and_predict
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -22,7 +22,7 @@ def _skeleton(num_dims: int) -> Skeleton:
     return Skeleton.fully_connected(num_dims, 2, "exponential")
 
 
-class TestCompositionalRandomFeatureKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+class TestCompositionalRandomFeatureKernel(FeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
         return CompositionalRandomFeatureKernel(_skeleton(num_dims_of(kwargs, 2)), 32, seed=SEED, **kwargs)
 
@@ -78,11 +78,13 @@ def test_bad_input():
 
 
 def test_gp_training_and_prediction():
-    x, y = make_data(n=80, d=3, seed=0)
-    test_x, test_y = make_data(n=40, d=3, seed=1)
+    x, y = regression_data(n=80, d=3, seed=0)
+    test_x, test_y = regression_data(n=40, d=3, seed=1)
     skeleton = Skeleton.convolutional(3, patch_size=2, num_layers=1, activation="exponential", base_kernel="gaussian")
     likelihood = gpytorch.likelihoods.GaussianLikelihood()
-    model = ExactModel(x, y, likelihood, ScaleKernel(CompositionalRandomFeatureKernel(skeleton, 256, seed=0))).double()
+    model = ExactGPModel(
+        x, y, likelihood, ScaleKernel(CompositionalRandomFeatureKernel(skeleton, 256, seed=0))
+    ).double()
     losses, prediction, nmse = train_and_predict(model, x, y, test_x, test_y)
     assert losses[-1] < losses[0] - 0.3
     assert nmse.item() < 0.2, nmse

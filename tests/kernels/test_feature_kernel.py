@@ -47,9 +47,9 @@ from gprf.kernels import (
 )
 from gprf.kernels.feature_kernel import same_inputs
 from gprf.linalg import FeatureRootLinearOperator, SignedRootLinearOperator, feature_root
-from tests.conftest import concrete_exported_classes
-from tests.kernels.conftest import SPECTRUM
-from tests.prediction.conftest import make_data, make_model
+from gprf.testing import regression_data
+from tests.helpers.exports import concrete_exported_classes
+from tests.helpers.regression import SPECTRUM, make_model
 
 
 @pytest.fixture
@@ -423,7 +423,7 @@ def test_feature_sum_of_scale_free_kernels_reports_the_dtype_of_its_draws():
 
 # ---------------------------------------------------------------------- marginal likelihood over row chunks
 def _chunked_model(likelihood_kind: str, batch_shape=torch.Size()):
-    x, y = make_data(n=50, batch_shape=tuple(batch_shape))
+    x, y = regression_data(n=50, batch_shape=tuple(batch_shape))
     if likelihood_kind == "heteroscedastic":
         noise = 0.02 + 0.1 * torch.rand(*batch_shape, 50, generator=torch.Generator().manual_seed(2), dtype=x.dtype)
         likelihood = gpytorch.likelihoods.FixedNoiseGaussianLikelihood(noise, batch_shape=batch_shape)
@@ -463,7 +463,7 @@ def test_marginal_likelihood_and_gradients_equal_with_row_chunks(chunk_size, lik
 
 def test_chunked_marginal_likelihood_saves_nothing_of_size_n_by_f():
     """Bytes saved for backward by one marginal likelihood stay below a quarter of the root's N x F."""
-    x, y = make_data(n=3000)
+    x, y = regression_data(n=3000)
     model = make_model(x, y, num_features=128).train()
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
     saved = []

@@ -35,7 +35,7 @@ from gprf.kernels import (
     RandomFourierKernel,
     SignedRandomFeatureKernel,
 )
-from tests.kernels.conftest import SPECTRUM
+from tests.helpers.regression import SPECTRUM
 
 
 @pytest.fixture

@@ -15,8 +15,7 @@ from gpytorch.kernels import MaternKernel, ProductKernel, RBFKernel, ScaleKernel
 
 import gprf
 from gprf.kernels import FeatureProductKernel, PolynomialSketchKernel, RandomFourierKernel
-from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, num_dims_of
-from tests.prediction.conftest import ExactModel, train_by_mll
+from gprf.testing import SEED, ExactGPModel, FeatureKernelTestCase, num_dims_of, train_by_mll
 
 Z_BOUND = 4.5  # two-sided, over a few dozen z-scores per test
 DEVICES = [
@@ -34,7 +33,7 @@ def _factors(num_dims: int, num_features: int = 16, ard: bool = False, batch_sha
     return first, second
 
 
-class TestKroneckerProductKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+class TestKroneckerProductKernel(FeatureKernelTestCase, unittest.TestCase):
     method, num_features = "kronecker", None
 
     def create_kernel_no_ard(self, **kwargs):
@@ -270,10 +269,10 @@ def test_training_reduces_the_loss_and_predictions_match_the_exact_product_gp():
     test_x = torch.rand(10, 4, generator=generator, dtype=torch.float64)
     kernel = ScaleKernel(_disjoint_product("joint", num_features=1024, outputscale=1.0)).double()
     likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
-    model = ExactModel(x, y, likelihood, kernel).double()
+    model = ExactGPModel(x, y, likelihood, kernel).double()
     losses = train_by_mll(model, x, y, steps=10)
     assert losses[-1] < losses[0]
-    exact = ExactModel(x, y, likelihood, ScaleKernel(kernel.base_kernel.exact())).double()
+    exact = ExactGPModel(x, y, likelihood, ScaleKernel(kernel.base_kernel.exact())).double()
     exact.covar_module.raw_outputscale = kernel.raw_outputscale
     exact.mean_module = model.mean_module
     model.eval(), exact.eval()

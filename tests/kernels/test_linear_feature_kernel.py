@@ -11,11 +11,10 @@ from gpytorch.kernels import LinearKernel
 from gpytorch.priors import GammaPrior
 
 from gprf.kernels import LinearFeatureKernel, RandomFourierKernel
-from tests.conftest import DEVICES
-from tests.kernels.conftest import RandomFeatureKernelTestCase, num_dims_of
+from gprf.testing import DEVICES, FeatureKernelTestCase, num_dims_of
 
 
-class TestLinearFeatureKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+class TestLinearFeatureKernel(FeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
         return LinearFeatureKernel(num_dims_of(kwargs, 2), **kwargs)
 

@@ -15,14 +15,14 @@ from gprf.features import MaclaurinFeatures
 from gprf.kernels import LocalizedMaclaurinKernel, MaclaurinKernel
 from gprf.linalg import FeatureRootLinearOperator, feature_root
 from gprf.prediction import LocalizedPredictionStrategy
-from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, num_dims_of
+from gprf.testing import SEED, FeatureKernelTestCase, num_dims_of
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 ALLOCATION = [31, 20, 12]
 
 
-class TestLocalizedMaclaurinKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+class TestLocalizedMaclaurinKernel(FeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
         return LocalizedMaclaurinKernel(
             64, num_dims_of(kwargs, 2), sketch="srht", allocation=ALLOCATION, seed=SEED, **kwargs

@@ -15,8 +15,7 @@ from gprf.features import MaclaurinFeatures, optimize_maclaurin_allocation
 from gprf.kernels import ExponentialDotProductKernel, MaclaurinKernel, ScaledPolynomialKernel
 from gprf.metrics import relative_frobenius_error
 from gprf.prediction import FeatureSpacePredictionStrategy
-from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, num_dims_of
-from tests.prediction.conftest import ExactModel
+from gprf.testing import SEED, ExactGPModel, FeatureKernelTestCase, num_dims_of
 
 # Small matrices: a second OpenMP thread on a shared two-core machine makes them 10x slower.
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -27,7 +26,7 @@ GAUSSIAN_ALLOCATION = [31, 20, 12]
 EXPONENTIAL_ALLOCATION = [20, 12]
 
 
-class TestGaussianMaclaurinKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+class TestGaussianMaclaurinKernel(FeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
         return MaclaurinKernel(
             64,
@@ -52,7 +51,7 @@ class TestGaussianMaclaurinKernel(RandomFeatureKernelTestCase, unittest.TestCase
         )
 
 
-class TestExponentialMaclaurinKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+class TestExponentialMaclaurinKernel(FeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
         return MaclaurinKernel(
             33,
@@ -194,7 +193,7 @@ def _regression_data(n=120, seed=0):
 
 def _gaussian_model(x, y, **kwargs):
     covar = ScaleKernel(MaclaurinKernel(128, num_dims=2, kernel="gaussian", sketch="srht", **kwargs))
-    return ExactModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), covar).double()
+    return ExactGPModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), covar).double()
 
 
 def test_gp_training_with_refits_and_load_state_dict(float64):

@@ -10,12 +10,12 @@ import torch
 from gpytorch.kernels import PolynomialKernel
 
 from gprf.kernels import OffsetPolynomialSketchKernel
-from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, diagonal_draws, num_dims_of
+from gprf.testing import SEED, FeatureKernelTestCase, diagonal_draws, num_dims_of
 
 Z_BOUND = 4.5
 
 
-class TestOffsetPolynomialSketchKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+class TestOffsetPolynomialSketchKernel(FeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
         return OffsetPolynomialSketchKernel(64, num_dims_of(kwargs, 2), degree=2, seed=SEED, **kwargs)
 

@@ -13,11 +13,10 @@ from linear_operator.operators import LowRankRootLinearOperator
 
 from gprf.kernels import PolynomialSketchKernel
 from gprf.prediction import FeatureSpacePredictionStrategy
-from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, num_dims_of
-from tests.prediction.conftest import ExactModel, train_by_mll
+from gprf.testing import SEED, ExactGPModel, FeatureKernelTestCase, num_dims_of, train_by_mll
 
 
-class TestGaussianSketchKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+class TestGaussianSketchKernel(FeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
         return PolynomialSketchKernel(64, num_dims_of(kwargs, 2), degree=2, bias=1.0, seed=SEED, **kwargs)
 
@@ -25,7 +24,7 @@ class TestGaussianSketchKernel(RandomFeatureKernelTestCase, unittest.TestCase):
         return PolynomialSketchKernel(64, num_dims, degree=2, bias=1.0, ard_num_dims=num_dims, seed=SEED, **kwargs)
 
 
-class TestComplexSRHTKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+class TestComplexSRHTKernel(FeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
         return PolynomialSketchKernel(
             32, num_dims_of(kwargs, 2), degree=3, sketch="srht", complex=True, seed=SEED, **kwargs
@@ -37,7 +36,7 @@ class TestComplexSRHTKernel(RandomFeatureKernelTestCase, unittest.TestCase):
         )
 
 
-class TestTensorSketchKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+class TestTensorSketchKernel(FeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
         return PolynomialSketchKernel(64, num_dims_of(kwargs, 2), degree=2, sketch="tensorsketch", seed=SEED, **kwargs)
 
@@ -81,7 +80,7 @@ def test_gp_training_and_prediction(is_complex):
     covar = ScaleKernel(
         PolynomialSketchKernel(64, num_dims=4, degree=2, sketch="srht", complex=is_complex, bias=1.0, seed=0)
     )
-    model = ExactModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), covar).double()
+    model = ExactGPModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), covar).double()
     losses = train_by_mll(model, x, y, steps=50)
     assert losses[-1] < losses[0] - 0.5
     model.eval()

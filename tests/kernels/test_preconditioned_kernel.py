@@ -23,11 +23,10 @@ from gprf.exceptions import DenseCovarianceWarning
 from gprf.kernels import PreconditionedKernel, RandomFourierKernel
 from gprf.kernels.preconditioned_kernel import NYSTROM_JITTER
 from gprf.linalg import PreconditionedAddedDiagLinearOperator, cg_iterations, feature_root
-from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, num_dims_of
-from tests.prediction.conftest import ExactModel, make_data
+from gprf.testing import SEED, ExactGPModel, InputDimKernelTestCase, num_dims_of, regression_data
 
 
-class TestPreconditionedKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+class TestPreconditionedKernel(InputDimKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
         num_dims = num_dims_of(kwargs, 2)
         batch_shape = kwargs.pop("batch_shape", torch.Size())
@@ -64,7 +63,7 @@ def model_around(kernel, x, y, noise=0.01, features=64, **options):
     likelihood = gpytorch.likelihoods.GaussianLikelihood().to(x.dtype)
     likelihood.noise = noise
     covar = PreconditionedKernel(kernel, features, seed=0, **options) if features else kernel
-    model = ExactModel(x, y, likelihood, covar).to(x.dtype)
+    model = ExactGPModel(x, y, likelihood, covar).to(x.dtype)
     model.mean_module.constant.data.fill_(0.2)
     return model
 
@@ -85,7 +84,7 @@ def test_the_hyperparameters_are_the_base_kernels():
 
 
 def test_training_the_model_trains_the_base_kernel():
-    x, y = make_data(60)
+    x, y = regression_data(60)
     base = rbf()
     model = model_around(base, x, y)
     before = base.base_kernel.raw_lengthscale.detach().clone()
@@ -98,13 +97,28 @@ def test_training_the_model_trains_the_base_kernel():
 
 
 def test_priors_are_counted_once():
-    x, y = make_data(50)
+    x, y = regression_data(50)
     base = rbf()
     base.base_kernel.register_prior("lengthscale_prior", GammaPrior(3.0, 6.0), lambda m: m.lengthscale)
     preconditioned = model_around(base, x, y)
     plain = model_around(base, x, y, features=0)
     assert len(list(preconditioned.named_priors())) == len(list(plain.named_priors())) == 1
     torch.testing.assert_close(mll_of(preconditioned), mll_of(plain))  # Cholesky at 50 points: identical
+
+
+@pytest.mark.parametrize("preconditioner", ["random_features", "nystrom"])
+def test_the_random_feature_kernel_shares_parameters_and_priors_on_the_kernels_dtype(preconditioner):
+    base = rbf()
+    base.base_kernel.register_prior("lengthscale_prior", GammaPrior(3.0, 6.0), lambda m: m.lengthscale)
+    kernel = PreconditionedKernel(base, 32, seed=0, preconditioner=preconditioner).float()
+    surrogate = kernel.random_feature_kernel()
+    assert {id(p) for p in surrogate.parameters()} == {id(p) for p in base.parameters()}
+    assert [name for name, *_ in surrogate.named_priors()] == ["base_kernel.lengthscale_prior"]
+    assert all(buffer.dtype == torch.float32 for buffer in surrogate.buffers() if buffer.is_floating_point())
+    assert isinstance(surrogate.base_kernel, RandomFourierKernel) and surrogate.base_kernel.num_features == 32
+    if preconditioner == "random_features":  # the same seed: the preconditioner's own draw
+        x = torch.rand(20, 3)
+        torch.testing.assert_close(feature_root(surrogate(x)).scaled_features(), _features(kernel, x))
 
 
 def test_state_dict_pickling_and_copies_keep_the_draws_and_the_tying():
@@ -146,7 +160,7 @@ def test_resample_features_redraws_the_preconditioner_only():
 
 
 def test_composite_kernels_are_exact_and_preconditioned():
-    x, y = make_data(90, d=4)
+    x, y = regression_data(90, d=4)
     composite = (
         ScaleKernel(RBFKernel(ard_num_dims=2, active_dims=[0, 1]) * MaternKernel(nu=2.5, active_dims=[2]))
         + LinearKernel(active_dims=[3])
@@ -165,13 +179,13 @@ def test_composite_kernels_are_exact_and_preconditioned():
 
 def test_batched_models_with_an_exact_root_match_the_dense_likelihood():
     # A linear kernel's random-feature root is exact (P is the covariance): CG and SLQ give the exact likelihood.
-    x, y = make_data(70, batch_shape=(2,))
+    x, y = regression_data(70, batch_shape=(2,))
     base = ScaleKernel(LinearKernel(batch_shape=torch.Size([2])), batch_shape=torch.Size([2])).double()
     base.outputscale = torch.tensor([0.6, 1.4])
     likelihood = gpytorch.likelihoods.GaussianLikelihood(batch_shape=torch.Size([2])).double()
     likelihood.noise = 0.02
     kernel = PreconditionedKernel(base, 16, num_dims=3, seed=0)
-    model = ExactModel(x, y, likelihood, kernel, batch_shape=torch.Size([2])).double()
+    model = ExactGPModel(x, y, likelihood, kernel, batch_shape=torch.Size([2])).double()
     with gpytorch.settings.max_cholesky_size(0), gpytorch.settings.cg_tolerance(1e-8):
         value = mll_of(model)
     model.covar_module = base
@@ -180,7 +194,7 @@ def test_batched_models_with_an_exact_root_match_the_dense_likelihood():
 
 def test_float32_models_train_through_cg():
     # An exact root (linear kernel): the float32 CG/SLQ likelihood is the dense float64 one to float32 accuracy.
-    x, y = make_data(120, dtype=torch.float32)
+    x, y = regression_data(120, dtype=torch.float32)
     base = ScaleKernel(LinearKernel()).float()
     model = model_around(base, x, y, noise=0.05, num_dims=3)
     with gpytorch.settings.max_cholesky_size(0):
@@ -241,7 +255,7 @@ def test_nystrom_points_follow_the_seed_and_resample():
 
 
 def test_nystrom_takes_kernels_random_features_cannot_convert():
-    x, y = make_data(120)
+    x, y = regression_data(120)
     base = ScaleKernel(PeriodicKernel()).double()
     kernel = PreconditionedKernel(base, 60, preconditioner="nystrom", seed=0)
     covariance = kernel(x).evaluate_kernel().add_diagonal(torch.tensor(0.05, dtype=torch.float64))
@@ -253,7 +267,7 @@ def test_nystrom_takes_kernels_random_features_cannot_convert():
 
 # ---------------------------------------------------------------------------------------------- CG/SLQ vs dense
 def _stochastic_setup(num_points=80, num_probes=64):
-    x, y = make_data(num_points)
+    x, y = regression_data(num_points)
     base = rbf()
     model = model_around(base, x, y, features=48)
     raws = (base.raw_outputscale, base.base_kernel.raw_lengthscale, model.likelihood.noise_covar.raw_noise)
@@ -357,7 +371,7 @@ def test_mll_gradient_matches_the_dense_gradient_within_its_standard_deviation()
 def test_singletaskgp_drop_in_and_the_gprf_route_with_botorchs_settings():
     botorch = pytest.importorskip("botorch")
     # An exact root (linear kernel), so that the CG route's likelihood is the dense one.
-    x, y = make_data(120)
+    x, y = regression_data(120)
     train_y = y.unsqueeze(-1)
     base = ScaleKernel(LinearKernel()).double()
 

@@ -12,14 +12,14 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 from linear_operator.operators import LowRankRootLinearOperator
 
 from gprf.kernels import QuadratureKernel
-from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, num_dims_of
-from tests.prediction.conftest import ExactModel, make_data, train_and_predict, weight_space_prediction
+from gprf.testing import SEED, ExactGPModel, FeatureKernelTestCase, num_dims_of, regression_data
+from tests.helpers.regression import train_and_predict, weight_space_prediction
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 @pytest.mark.filterwarnings("ignore:QuadratureFeatures.*infinite variance:UserWarning")
-class TestQuadratureKernelRBF(RandomFeatureKernelTestCase, unittest.TestCase):
+class TestQuadratureKernelRBF(FeatureKernelTestCase, unittest.TestCase):
     rotation = "haar"
 
     def create_kernel_no_ard(self, **kwargs):
@@ -72,11 +72,11 @@ def test_state_dict_into_fresh_kernel(x64):
 
 @pytest.mark.parametrize("kernel", ["rbf"])
 def test_exact_gp_training_loop(kernel):
-    x, y = make_data(n=80, d=3, seed=0)
-    test_x, test_y = make_data(n=40, d=3, seed=1)
+    x, y = regression_data(n=80, d=3, seed=0)
+    test_x, test_y = regression_data(n=40, d=3, seed=1)
     likelihood = gpytorch.likelihoods.GaussianLikelihood()
     covar = ScaleKernel(QuadratureKernel(8, num_dims=3, rotation="butterfly", seed=0))
-    model = ExactModel(x, y, likelihood, covar).double()
+    model = ExactGPModel(x, y, likelihood, covar).double()
     losses, prediction, nmse = train_and_predict(model, x, y, test_x, test_y)
     assert losses[-1] < losses[0] - 0.3
     assert nmse.item() < 0.2, nmse
@@ -87,7 +87,7 @@ def test_botorch_posterior():
     """SingleTaskGP with the kernel: its posterior is the weight-space posterior of the finite model."""
     from botorch.models import SingleTaskGP
 
-    x, y = make_data(n=30, d=3, seed=2)
+    x, y = regression_data(n=30, d=3, seed=2)
     model = SingleTaskGP(x, y.unsqueeze(-1), covar_module=ScaleKernel(QuadratureKernel(4, num_dims=3, seed=0)))
     test_x = torch.rand(5, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     posterior = model.posterior(test_x)

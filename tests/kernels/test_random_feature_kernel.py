@@ -11,11 +11,11 @@ import torch
 from gprf.features import real_root
 from gprf.kernels import PolynomialSketchKernel, RandomFourierKernel
 from gprf.prediction import ComplexFeaturePredictionStrategy, FeatureSpacePredictionStrategy
-from tests.prediction.conftest import ExactModel, make_data
+from gprf.testing import ExactGPModel, regression_data
 
 
 def test_features_are_the_real_root_of_scaled_inputs():
-    x, _ = make_data(10)
+    x, _ = regression_data(10)
     kernel = PolynomialSketchKernel(8, num_dims=3, degree=2, sketch="rademacher", complex=True, ard_num_dims=3, seed=0)
     kernel = kernel.double()
     kernel.lengthscale = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
@@ -38,12 +38,12 @@ def test_features_are_the_real_root_of_scaled_inputs():
     ],
 )
 def test_prediction_strategy_follows_the_posterior_choice(complex_map, posterior, strategy):
-    x, y = make_data(20)
+    x, y = regression_data(20)
     if complex_map:
         kernel = PolynomialSketchKernel(8, num_dims=3, complex=True, posterior=posterior, seed=0)
     else:
         kernel = RandomFourierKernel(8, num_dims=3, posterior=posterior, seed=0)
-    model = ExactModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), kernel).double().eval()
+    model = ExactGPModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), kernel).double().eval()
     model(x[:2])
     assert type(model.prediction_strategy) is strategy
 

@@ -14,11 +14,10 @@ import torch
 from gpytorch.kernels import MaternKernel, RBFKernel, ScaleKernel
 
 from gprf.kernels import RandomFourierKernel
-from tests.kernels.conftest import SEED, RandomFeatureKernelTestCase, num_dims_of
-from tests.prediction.conftest import ExactModel, make_data, train_by_mll
+from gprf.testing import SEED, ExactGPModel, FeatureKernelTestCase, num_dims_of, regression_data, train_by_mll
 
 
-class TestRandomFourierKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+class TestRandomFourierKernel(FeatureKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
         return RandomFourierKernel(num_features=64, num_dims=num_dims_of(kwargs, 2), seed=SEED, **kwargs)
 
@@ -155,11 +154,11 @@ def test_float32_kernel_computes_float64_inputs_in_float64_as_gpytorch_kernels_d
 
 def test_float64_data_with_a_float32_kernel_trains_and_predicts_like_rbf():
     """A drop-in kernel behaves as the kernel it replaces: an ExactGP with float64 data and a kernel left in float32."""
-    x, y = make_data(n=60)
+    x, y = regression_data(n=60)
     test_x = torch.rand(7, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     for base in (RBFKernel(ard_num_dims=3), RandomFourierKernel(64, num_dims=3, ard_num_dims=3, seed=0)):
         likelihood = gpytorch.likelihoods.GaussianLikelihood()  # float32 parameters, as built
-        model = ExactModel(x, y, likelihood, ScaleKernel(base.float()))
+        model = ExactGPModel(x, y, likelihood, ScaleKernel(base.float()))
         losses = train_by_mll(model, x, y, steps=5)
         assert all(math.isfinite(loss) for loss in losses) and losses[-1] < losses[0]
         model.eval()

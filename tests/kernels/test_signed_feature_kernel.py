@@ -10,12 +10,12 @@ import torch
 from gprf.kernels import FeatureKernel, SignedFeatureKernel
 from gprf.linalg import SignedRootLinearOperator
 from gprf.prediction import SignedPredictionStrategy
-from tests.kernels.conftest import signed_kernel, signed_model
-from tests.prediction.conftest import make_data
+from gprf.testing import regression_data
+from tests.helpers.regression import signed_kernel, signed_model
 
 
 def test_evaluation_is_the_signed_root():
-    x, _ = make_data(30)
+    x, _ = regression_data(30)
     kernel = signed_kernel().base_kernel
     a, b = kernel.signed_features(x)
     covar = kernel(x).evaluate_kernel()
@@ -39,7 +39,7 @@ def test_signature_is_ones_then_minus_ones_like_the_roots():
 
 
 def test_prediction_uses_the_signed_strategy():
-    x, y = make_data(20)
+    x, y = regression_data(20)
     model = signed_model(x, y, signed_kernel()).eval()
     model(x[:3])
     assert type(model.prediction_strategy) is SignedPredictionStrategy
@@ -49,6 +49,6 @@ def test_sums_and_last_dim_is_batch_are_refused():
     kernel = signed_kernel().base_kernel
     with pytest.raises(TypeError, match="one spectrum"):
         kernel + kernel
-    x, _ = make_data(5)
+    x, _ = regression_data(5)
     with pytest.raises(NotImplementedError, match="last_dim_is_batch"):
         kernel.forward(x, x, last_dim_is_batch=True)

@@ -7,12 +7,12 @@ import torch
 from gpytorch.kernels import ScaleKernel
 
 from gprf.kernels import FeatureKernel, SignedPartKernel
-from tests.kernels.conftest import signed_kernel, signed_model
-from tests.prediction.conftest import make_data, train_by_mll
+from gprf.testing import regression_data, train_by_mll
+from tests.helpers.regression import signed_kernel, signed_model
 
 
 def test_psd_part_trains_by_marginal_likelihood():
-    x, y = make_data(60)
+    x, y = regression_data(60)
     signed = signed_kernel().base_kernel
     for part, columns in (("positive", 96), ("absolute", 192)):
         psd = signed.psd_part(part)
@@ -29,7 +29,7 @@ def test_psd_part_trains_by_marginal_likelihood():
 
 
 def test_parts_are_views_of_the_signed_draws():
-    x, _ = make_data(15)
+    x, _ = regression_data(15)
     signed = signed_kernel().base_kernel
     positive, absolute = signed.psd_part(), signed.psd_part("absolute")
     assert isinstance(positive, FeatureKernel) and positive.signed_kernel is signed

@@ -12,11 +12,11 @@ from gpytorch.kernels import ScaleKernel
 
 from gprf.features import spherical_polynomial_spectrum
 from gprf.kernels import DeltaGaussianKernel, SignedRandomFeatureKernel, SphericalPolynomialKernel
-from tests.kernels.conftest import SEED, SPECTRUM, RandomFeatureKernelTestCase, num_dims_of, signed_kernel
-from tests.prediction.conftest import make_data
+from gprf.testing import SEED, InputDimKernelTestCase, num_dims_of, regression_data
+from tests.helpers.regression import SPECTRUM, signed_kernel
 
 
-class TestSignedKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+class TestSignedKernel(InputDimKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
         return SignedRandomFeatureKernel(32, SPECTRUM, num_dims=num_dims_of(kwargs, 2), seed=SEED, **kwargs)
 
@@ -37,7 +37,7 @@ class TestOrthogonalSignedKernel(TestSignedKernel):
 
 
 def test_exact_targets():
-    x, _ = make_data(20)
+    x, _ = regression_data(20)
     kernel = signed_kernel().base_kernel
     exact = kernel.exact()
     assert isinstance(exact, DeltaGaussianKernel) and exact.raw_lengthscale is kernel.raw_lengthscale
@@ -62,7 +62,7 @@ def test_spherical_kernel():
 
 
 def test_state_dict_pickle_and_device(device):
-    x, _ = make_data(20)
+    x, _ = regression_data(20)
     x = x.to(device)
     kernel = signed_kernel().to(device)
     fresh = ScaleKernel(SignedRandomFeatureKernel(48, SPECTRUM, num_dims=3, ard_num_dims=3, seed=5)).double().to(device)

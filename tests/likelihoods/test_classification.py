@@ -18,7 +18,7 @@ from gprf.likelihoods import (
     predict,
     predict_proba,
 )
-from tests.likelihoods.conftest import NUM_CLASSES, dense_prediction, make_data, make_model, rff_factory
+from tests.helpers.classification import NUM_CLASSES, dense_prediction, make_data, make_model, rff_factory
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

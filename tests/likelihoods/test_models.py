@@ -12,7 +12,7 @@ from sklearn import datasets
 from gprf.kernels import RandomFourierKernel
 from gprf.likelihoods import DirichletClassificationLikelihood, DirichletGPModel, class_marginals, predict_proba
 from gprf.prediction import FeatureSpacePredictionStrategy
-from tests.likelihoods.conftest import NUM_CLASSES, dense_prediction, make_data, make_model
+from tests.helpers.classification import NUM_CLASSES, dense_prediction, make_data, make_model
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -23,7 +23,7 @@ from gprf.linalg.capacitance import (
     products_in_factor_dtype,
 )
 from gprf.linalg.lazy_features import LazyFeatures
-from tests.prediction.conftest import ExactModel
+from gprf.testing import ExactGPModel
 
 
 def _random_gram(f: int, seed: int, batch=()):
@@ -216,7 +216,7 @@ def test_float32_model_at_noise_1e_minus_6_matches_float64(num_features):
     for dtype in (torch.float32, torch.float64):
         likelihood = gpytorch.likelihoods.GaussianLikelihood(noise_constraint=gpytorch.constraints.GreaterThan(1e-9))
         kernel = RandomFourierKernel(num_features, num_dims=3, sampler="orthogonal", seed=0)
-        model = ExactModel(x.to(dtype), y.to(dtype), likelihood, kernel).to(dtype).train()
+        model = ExactGPModel(x.to(dtype), y.to(dtype), likelihood, kernel).to(dtype).train()
         likelihood.noise = 1e-6
         mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
         values[dtype] = mll(model(x.to(dtype)), y.to(dtype)).detach()
@@ -239,7 +239,7 @@ def test_float32_model_at_noise_1e_minus_6_matches_float64(num_features):
     assert (values[torch.float32].double() - values[torch.float64]).abs() <= first_order + output_rounding
 
 
-class _StructuredModel(ExactModel):
+class _StructuredModel(ExactGPModel):
     def forward(self, x):
         return gprf.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
 

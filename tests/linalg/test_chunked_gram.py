@@ -87,6 +87,19 @@ def test_exact_products_of_float32_features_match_float64_arithmetic():
     torch.testing.assert_close(gram, root64.mT @ root64 / 1e-3, rtol=1e-12, atol=0)
 
 
+def test_gradient_of_the_gram_alone_of_float32_features_in_float64_products():
+    """No right-hand sides (a preconditioner's log-determinant): the backward pass adds an empty projection term."""
+    generator = torch.Generator().manual_seed(5)
+    root32 = torch.randn(2, 40, 6, generator=generator).requires_grad_(True)
+    noise = torch.full((2, 1), 1e-2, dtype=torch.float64)
+    weights = torch.randn(6, 6, generator=generator, dtype=torch.float64)
+    gram, _ = chunked_gram_projection(root32, None, noise, None, chunk_size=16, product_dtype=torch.float64)
+    (grad,) = torch.autograd.grad((gram * weights).sum(), root32)
+    root64 = root32.detach().double().requires_grad_(True)
+    (expected,) = torch.autograd.grad(((root64.mT @ root64 / 1e-2) * weights).sum(), root64)
+    torch.testing.assert_close(grad, expected.float(), rtol=1e-6, atol=1e-6)
+
+
 def test_nothing_of_size_n_by_f_is_saved_for_backward():
     """Saved bytes of one forward pass stay below a quarter of the root's (N x F), unlike autograd through it."""
     kernel = RandomFourierKernel(64, num_dims=2, seed=0).double()

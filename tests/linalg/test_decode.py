@@ -10,11 +10,12 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 from gprf.exceptions import LowRankStructureWarning
 from gprf.kernels import RandomFourierKernel
 from gprf.linalg import FeatureRootAddedDiagLinearOperator, FeatureRootLinearOperator, covariance_root, feature_root
-from tests.prediction.conftest import make_data, make_model
+from gprf.testing import regression_data
+from tests.helpers.regression import make_model
 
 
 def test_lazy_scaled_and_noisy_covariances_decode_to_the_same_root():
-    x, y = make_data(n=20)
+    x, y = regression_data(n=20)
     model = make_model(x, y)
     base = model.covar_module.base_kernel
     lazy = model.covar_module(x)
@@ -33,7 +34,7 @@ def test_lazy_scaled_and_noisy_covariances_decode_to_the_same_root():
 
 
 def test_covariances_without_a_feature_root_decode_to_none():
-    x, _ = make_data(n=10)
+    x, _ = regression_data(n=10)
     assert feature_root(RBFKernel().double()(x)) is None
     assert feature_root(torch.eye(10, dtype=torch.float64)) is None
     with pytest.warns(LowRankStructureWarning, match="dense"):
@@ -42,7 +43,7 @@ def test_covariances_without_a_feature_root_decode_to_none():
 
 
 def test_covariance_root_evaluates_a_module_and_decodes_it():
-    x, y = make_data(n=20)
+    x, y = regression_data(n=20)
     model = make_model(x, y, num_features=16)
     expected = feature_root(model.covar_module(x))
     for module in (model.covar_module, model.forward):  # a kernel, or a module whose value is a distribution
@@ -52,7 +53,7 @@ def test_covariance_root_evaluates_a_module_and_decodes_it():
 
 
 def test_covariance_root_of_a_module_without_one_is_a_type_error():
-    x, _ = make_data(n=10)
+    x, _ = regression_data(n=10)
     with pytest.raises(TypeError, match="ScaleKernel did not evaluate to a feature root"):
         covariance_root(ScaleKernel(RBFKernel()).double(), x)
     with pytest.warns(LowRankStructureWarning, match="dense"):
@@ -62,7 +63,7 @@ def test_covariance_root_of_a_module_without_one_is_a_type_error():
 
 
 def test_versions_follow_the_draws():
-    x, _ = make_data(n=10)
+    x, _ = regression_data(n=10)
     kernel = ScaleKernel(RandomFourierKernel(16, num_dims=3, seed=0)).double()
     before = feature_root(kernel(x)).versions
     kernel.base_kernel.resample_features(torch.Generator().manual_seed(3))
@@ -70,7 +71,7 @@ def test_versions_follow_the_draws():
 
 
 def test_heteroscedastic_noise_is_read_per_row():
-    x, y = make_data(n=15)
+    x, y = regression_data(n=15)
     noise = torch.linspace(0.01, 0.2, 15, dtype=torch.float64)
     model = make_model(x, y, likelihood=gpytorch.likelihoods.FixedNoiseGaussianLikelihood(noise))
     root = feature_root(model.likelihood(model(x)).lazy_covariance_matrix)

@@ -1,18 +1,20 @@
 """DeferredRootTransposeLinearOperator: the cross covariance of a feature kernel equals R1 R2^T with R2 formed only when
-read, gradients reach the inputs and the kernel's lengthscale through it, and batched predictions never featurise the
-training rows."""
+read, gradients reach the inputs and the kernel's lengthscale through it, batched predictions never featurise the
+training rows, and linear_operator's RectangularLinearOperatorTestCase."""
 
 from __future__ import annotations
 
+import unittest
 from unittest import mock
 
 import gpytorch
 import torch
-from linear_operator.operators import MatmulLinearOperator
+from linear_operator.operators import MatmulLinearOperator, to_dense
+from linear_operator.test.linear_operator_test_case import RectangularLinearOperatorTestCase
 
 from gprf.kernels import RandomFourierKernel
 from gprf.linalg.deferred_root_transpose_operator import DeferredRootTransposeLinearOperator
-from tests.prediction.conftest import ExactModel
+from gprf.testing import ExactGPModel
 
 
 def _kernel() -> RandomFourierKernel:
@@ -56,7 +58,7 @@ def test_gradients_through_the_deferred_root_reach_inputs_and_lengthscale():
 
 def test_batched_predictions_do_not_featurise_the_training_rows():
     x, test_x = _inputs(0, 200), _inputs(1, 16, 4)
-    model = ExactModel(x, torch.sin(4 * x).sum(-1), gpytorch.likelihoods.GaussianLikelihood(), _kernel()).double()
+    model = ExactGPModel(x, torch.sin(4 * x).sum(-1), gpytorch.likelihoods.GaussianLikelihood(), _kernel()).double()
     model.eval()
     with torch.no_grad():
         model(test_x[0])  # builds the caches from the 200 training rows
@@ -66,3 +68,64 @@ def test_batched_predictions_do_not_featurise_the_training_rows():
             rows = sum(call.args[0][..., 0].numel() for call in features.call_args_list)
     assert output.mean.shape == (16, 4)
     assert rows < 200  # the 16 x 4 test rows and one training row per batch, never the 16 x 200 training rows
+
+
+# ---------------------------------------------------------------------------------------- linear_operator's case
+class TestDeferredRootTransposeOperatorCase(RectangularLinearOperatorTestCase, unittest.TestCase):
+    """linear_operator's checks of rectangular operators on R^T = cos(X W)^T (F = 4 features of N = 5 points): the
+    feature function reads no parameters, so the operator is a function of its representation (the inputs)."""
+
+    seed = 0
+    batch_shape = ()
+
+    def create_linear_op(self):
+        self.weights = torch.randn(3, 4)
+        return DeferredRootTransposeLinearOperator(
+            torch.randn(*self.batch_shape, 5, 3),
+            feature_fn=lambda x: torch.cos(x @ self.weights),
+            batch_shape=torch.Size(self.batch_shape),
+            num_features=4,
+        )
+
+    def evaluate_linear_op(self, linear_op):
+        return torch.cos(linear_op.inputs @ self.weights).mT
+
+
+class TestDeferredRootTransposeOperatorCaseBatch(TestDeferredRootTransposeOperatorCase):
+    seed = 1
+    batch_shape = (2, 3)
+
+
+class TestDeferredRootTransposeOfKernelCase(RectangularLinearOperatorTestCase, unittest.TestCase):
+    """The same checks on the deferred root of a kernel (its ARD lengthscale a parameter the features read)."""
+
+    seed = 2
+
+    def create_linear_op(self):
+        self.kernel = RandomFourierKernel(4, num_dims=3, ard_num_dims=3, seed=0)
+        return self.kernel.deferred_root_transpose(torch.randn(2, 5, 3))
+
+    def evaluate_linear_op(self, linear_op):
+        return self.kernel.features(linear_op.inputs).mT
+
+    def _test_matmul(self, rhs):
+        """The kernel's parameters are the tensors its features read, not copies: the case's ``detach()`` copies of
+        the representation are not what the operator differentiates, so instead of comparing the copies' gradients
+        this checks the product and that gradients reach the inputs and the kernel's lengthscale as they do through the
+        formed root."""
+        self._check_gradients(lambda op: op @ rhs, lambda dense: dense @ rhs)
+
+    def _test_rmatmul(self, lhs):
+        """See :meth:`_test_matmul`."""
+        self._check_gradients(lambda op: lhs @ op, lambda dense: lhs @ dense)
+
+    def _check_gradients(self, product, reference):
+        inputs = torch.randn(2, 5, 3, requires_grad=True)
+        linear_op = self.kernel.deferred_root_transpose(inputs)
+        result = to_dense(product(linear_op))
+        grads = torch.autograd.grad(result.square().sum(), (inputs, self.kernel.raw_lengthscale))
+        expected = reference(self.evaluate_linear_op(linear_op))
+        expected_grads = torch.autograd.grad(expected.square().sum(), (inputs, self.kernel.raw_lengthscale))
+        self.assertAllClose(result, expected)
+        for grad, expected_grad in zip(grads, expected_grads, strict=True):
+            self.assertAllClose(grad, expected_grad, **self.tolerances["matmul"])

@@ -1,18 +1,24 @@
 """FeatureRootAddedDiagLinearOperator: the Gaussian log density of s RR^T + noise in feature space (and densely for
 fewer points than features) against dense formulas with their gradients, structure kept under scaling and noise, the
-float32 error bound, the factor dtype, and refused non-finite training data (with a count)."""
+float32 error bound, the factor dtype, refused non-finite training data (with a count), and linear_operator's
+LinearOperatorTestCase."""
 
 from __future__ import annotations
 
+import unittest
+
 import gpytorch
+import linear_operator
 import pytest
 import torch
 from linear_operator.operators import ConstantDiagLinearOperator, DiagLinearOperator
+from linear_operator.test.linear_operator_test_case import LinearOperatorTestCase
 
 import gprf
 from gprf.exceptions import NonFiniteTrainingDataError
-from gprf.linalg import FeatureRootAddedDiagLinearOperator, FeatureRootLinearOperator
-from tests.prediction.conftest import make_data, make_model
+from gprf.linalg import FeatureRootAddedDiagLinearOperator, FeatureRootLinearOperator, feature_root
+from gprf.testing import regression_data
+from tests.helpers.regression import make_model
 
 
 def _inputs(n=9, f=4, batch=(), seed=0, dtype=torch.float64):
@@ -118,7 +124,7 @@ def test_float32_small_noise_error_within_gemm_rounding_bound():
 @pytest.mark.parametrize("num_features", [16, 128], ids=["feature-space", "fewer-points-than-features"])
 @pytest.mark.parametrize("where", ["target", "input"])
 def test_marginal_likelihood_names_the_bad_rows(num_features, where):
-    x, y = make_data(n=40)
+    x, y = regression_data(n=40)
     if where == "target":
         y[[3, 17]] = torch.tensor([float("nan"), float("inf")], dtype=torch.float64)
     else:
@@ -143,7 +149,7 @@ def test_marginal_likelihood_of_no_training_points_is_refused():
 
 
 def test_factor_dtype_setting_reaches_the_marginal_likelihood():
-    x, y = make_data(n=60)
+    x, y = regression_data(n=60)
     model = make_model(x, y, num_features=16).train()
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
     reference = mll(model(x), y)
@@ -152,3 +158,86 @@ def test_factor_dtype_setting_reaches_the_marginal_likelihood():
     # The float64 model's value with a float32 factor: equal to float32 accuracy, not to float64's.
     torch.testing.assert_close(single, reference, rtol=1e-5, atol=1e-5)
     assert single.item() != reference.item()
+
+
+# ---------------------------------------------------------------------------------------- linear_operator's case
+class TestFeatureRootAddedDiagOperatorCase(LinearOperatorTestCase, unittest.TestCase):
+    """linear_operator's checks on K = s R R^T + diag(noise) with fewer features than points (F = 2 < N = 5)."""
+
+    seed = 0
+    batch_shape = ()
+    # Solves, quadratic forms and log-determinants are exact in feature space (Woodbury, determinant lemma): no CG;
+    # the root decomposition is exact too ([sqrt(s) R, noise^1/2]): no Lanczos.
+    should_call_cg = False
+    should_call_lanczos = False
+    # Samples from the exact root have the covariance K (checked on 50000 draws).
+    should_test_sample = True
+
+    def create_linear_op(self):
+        operator = FeatureRootLinearOperator(
+            torch.randn(*self.batch_shape, 5, 2), outputscale=0.5 + torch.rand(self.batch_shape)
+        )
+        return operator.add_diagonal(0.5 + torch.rand(*self.batch_shape, 5))
+
+    def evaluate_linear_op(self, linear_op):
+        root = feature_root(linear_op)
+        noise = torch.diag_embed(root.noise.expand(*root.noise.shape[:-1], root.num_points))
+        return root.outputscale[..., None, None] * root.features @ root.features.mT + noise
+
+
+class TestFeatureRootAddedDiagOperatorCaseBatch(TestFeatureRootAddedDiagOperatorCase):
+    seed = 1
+    batch_shape = (3,)
+
+
+class TestFeatureRootAddedDiagOperatorCaseMultiBatch(TestFeatureRootAddedDiagOperatorCase):
+    seed = 2
+    batch_shape = (2, 3)
+
+
+class TestFeatureRootAddedConstantNoiseOperatorCase(TestFeatureRootAddedDiagOperatorCase):
+    """The homoscedastic form: one noise variance per batch member (a ConstantDiagLinearOperator)."""
+
+    seed = 3
+    batch_shape = (3,)
+
+    def create_linear_op(self):
+        operator = FeatureRootLinearOperator(
+            torch.randn(*self.batch_shape, 5, 2), outputscale=0.5 + torch.rand(self.batch_shape)
+        )
+        return operator.add_diagonal(0.5 + torch.rand(*self.batch_shape, 1))
+
+    def _assert_eigenpairs(self, evaluated, evals, evecs, expected_evals, tolerances):
+        """``evecs`` orthonormal with ``evaluated @ evecs = evecs diag(evals)``; ``evals`` the ``expected_evals``."""
+        self.assertAllClose(evals, expected_evals, **tolerances)
+        self.assertAllClose(evaluated @ evecs, evecs * evals.unsqueeze(-2), **tolerances)
+        self.assertAllClose(evecs.mT @ evecs, torch.eye(evecs.size(-1)).expand(*evals.shape[:-1], -1, -1), **tolerances)
+
+    def test_eigh(self):
+        """The noise variance is an eigenvalue of multiplicity N - F = 3, whose eigenvectors are any orthonormal basis
+        of their space: linear_operator's check compares them entry by entry with those of torch's eigh of the dense
+        matrix (it skips repeated eigenvalues only when the reference's are bitwise equal, which rounding prevents).
+        Checked instead: the eigenvalues, and eigenvectors that are orthonormal and satisfy K V = V diag(evals)."""
+        linear_op = self.create_linear_op()
+        evals, evecs = torch.linalg.eigh(linear_op)
+        evaluated = self.evaluate_linear_op(linear_op)
+        order = evals.argsort(-1)
+        evecs = evecs.to_dense().gather(-1, order.unsqueeze(-2).expand(*evecs.shape))
+        expected = torch.linalg.eigvalsh(evaluated)
+        self._assert_eigenpairs(evaluated, evals.gather(-1, order), evecs, expected, self.tolerances["symeig"]["float"])
+
+    def test_diagonalization(self, symeig=False):
+        """Lanczos (linear_operator's "usually partial" diagonalization) of s R R^T + noise I sees a Krylov space of
+        dimension F + 1 = 3, the number of distinct eigenvalues: it returns those F + 1 eigenpairs, not the
+        multiplicity of the noise eigenvalue. Checked: they are exact eigenpairs and every distinct eigenvalue; the
+        full diagonalization (method="symeig") runs linear_operator's check."""
+        if symeig:
+            return super().test_diagonalization(symeig=True)
+        linear_op = self.create_linear_op()
+        with linear_operator.settings.max_cholesky_size(0):
+            evals, evecs = linear_op.diagonalization()
+        order = evals.argsort(-1)
+        evecs = evecs.to_dense().gather(-1, order.unsqueeze(-2).expand(*evecs.shape))
+        evaluated = self.evaluate_linear_op(linear_op)
+        distinct = torch.linalg.eigvalsh(evaluated)[..., 2:]  # the noise once, then the others
+        self._assert_eigenpairs(evaluated, evals.gather(-1, order), evecs, distinct, self.tolerances["symeig"]["float"])

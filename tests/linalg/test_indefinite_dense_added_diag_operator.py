@@ -1,13 +1,16 @@
 """IndefiniteDenseAddedDiagLinearOperator: LU solves of a dense indefinite matrix plus noise in the factor dtype, and
-the clear error for a singular system."""
+the clear error for a singular system; linear_operator's LinearOperatorTestCase with the PSD checks refused."""
 
 from __future__ import annotations
+
+import unittest
 
 import pytest
 import torch
 
 from gprf.exceptions import IndefiniteKernelError
 from gprf.linalg import IndefiniteDenseLinearOperator
+from gprf.testing import IndefiniteAddedDiagLinearOperatorTestCase, indefinite_factors
 
 
 def _system(dtype=torch.float64):
@@ -45,3 +48,33 @@ def test_singular_system_raises():
     operator = IndefiniteDenseLinearOperator(matrix).add_diagonal(torch.full((3,), 0.5, dtype=torch.float64))
     with pytest.raises(IndefiniteKernelError, match="singular"):
         operator.solve(torch.ones(3, 1, dtype=torch.float64))
+
+
+# ---------------------------------------------------------------------------------------- linear_operator's case
+NOISE = 0.5  # the eigenvalues of the kit's indefinite matrix plus NOISE: -1.5 ... 4.5
+
+
+class TestIndefiniteDenseAddedDiagOperatorCase(IndefiniteAddedDiagLinearOperatorTestCase, unittest.TestCase):
+    """linear_operator's checks on Q diag(eigenvalues) Q^T + noise: solves by LU, the PSD checks refused (see the kit's
+    case)."""
+
+    seed = 0
+    batch_shape = ()
+
+    def create_linear_op(self):
+        basis, eigenvalues = indefinite_factors(self.batch_shape)
+        noise = torch.full((*self.batch_shape, 5), NOISE)
+        return IndefiniteDenseLinearOperator((basis * eigenvalues) @ basis.mT).add_diagonal(noise)
+
+    def evaluate_linear_op(self, linear_op):
+        return linear_op._linear_op.tensor + torch.diag_embed(linear_op._diag_tensor.diagonal(dim1=-2, dim2=-1))
+
+
+class TestIndefiniteDenseAddedDiagOperatorCaseBatch(TestIndefiniteDenseAddedDiagOperatorCase):
+    seed = 1
+    batch_shape = (3,)
+
+
+class TestIndefiniteDenseAddedDiagOperatorCaseMultiBatch(TestIndefiniteDenseAddedDiagOperatorCase):
+    seed = 2
+    batch_shape = (2, 3)

@@ -1,7 +1,10 @@
 """IndefiniteDenseLinearOperator: a dense indefinite kernel matrix whose batch, indexing and scaling operations keep
-the guard against PSD operations, and which plus a diagonal becomes a ridge-regression system."""
+the guard against PSD operations, and which plus a diagonal becomes a ridge-regression system; linear_operator's
+LinearOperatorTestCase with the PSD checks refused."""
 
 from __future__ import annotations
+
+import unittest
 
 import pytest
 import torch
@@ -9,6 +12,7 @@ from linear_operator.operators import DiagLinearOperator
 
 from gprf.exceptions import IndefiniteKernelError
 from gprf.linalg import IndefiniteDenseAddedDiagLinearOperator, IndefiniteDenseLinearOperator
+from gprf.testing import IndefiniteLinearOperatorTestCase, indefinite_factors
 
 
 def _matrix(batch=(), n=5, seed=0) -> torch.Tensor:
@@ -24,6 +28,9 @@ def test_operations_keep_the_guard():
         "scale": (operator * 3.0, 3.0 * matrix),
         "slice": (operator[1, 1:4, 0:2], matrix[1, 1:4, 0:2]),
         "expand": (operator.expand(3, 2, 5, 5), matrix.expand(3, 2, 5, 5)),
+        "transpose": (operator.mT, matrix.mT),
+        "permute": (operator.expand(3, 2, 5, 5).permute(1, 0, 2, 3), matrix.unsqueeze(1).expand(2, 3, 5, 5)),
+        "unsqueeze": (operator.unsqueeze(0), matrix.unsqueeze(0)),
     }
     for name, (result, expected) in transformed.items():
         assert isinstance(result, IndefiniteDenseLinearOperator), name
@@ -45,3 +52,30 @@ def test_adding_a_diagonal_gives_the_ridge_system():
     ):
         assert isinstance(noisy, IndefiniteDenseAddedDiagLinearOperator)
         torch.testing.assert_close(noisy.to_dense(), expected)
+
+
+# ---------------------------------------------------------------------------------------- linear_operator's case
+
+
+class TestIndefiniteDenseOperatorCase(IndefiniteLinearOperatorTestCase, unittest.TestCase):
+    """linear_operator's checks on Q diag(eigenvalues) Q^T; the PSD ones are refused (see the kit's case)."""
+
+    seed = 0
+    batch_shape = ()
+
+    def create_linear_op(self):
+        basis, eigenvalues = indefinite_factors(self.batch_shape)
+        return IndefiniteDenseLinearOperator((basis * eigenvalues) @ basis.mT)
+
+    def evaluate_linear_op(self, linear_op):
+        return linear_op.tensor
+
+
+class TestIndefiniteDenseOperatorCaseBatch(TestIndefiniteDenseOperatorCase):
+    seed = 1
+    batch_shape = (3,)
+
+
+class TestIndefiniteDenseOperatorCaseMultiBatch(TestIndefiniteDenseOperatorCase):
+    seed = 2
+    batch_shape = (2, 3)

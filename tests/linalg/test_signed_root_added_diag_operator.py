@@ -1,7 +1,10 @@
 """SignedRootAddedDiagLinearOperator: Woodbury solves of L diag(s) R^T + noise in the factor dtype, ridge-regression
-quadratic forms, and the clear error for a singular system."""
+quadratic forms, and the clear error for a singular system; linear_operator's LinearOperatorTestCase with the PSD
+checks refused."""
 
 from __future__ import annotations
+
+import unittest
 
 import pytest
 import torch
@@ -9,7 +12,8 @@ import torch
 from gprf.exceptions import IndefiniteKernelError
 from gprf.kernels import SignedRandomFeatureKernel
 from gprf.linalg import SignedRootLinearOperator
-from tests.kernels.conftest import SPECTRUM
+from gprf.testing import IndefiniteAddedDiagLinearOperatorTestCase, indefinite_factors
+from tests.helpers.regression import SPECTRUM
 
 
 def _system(batch=(), n=30, r=8, dtype=torch.float64, seed=0):
@@ -73,3 +77,35 @@ def test_singular_ridge_system_raises():
     assert eigenvalue < 0
     with pytest.raises(IndefiniteKernelError, match="singular"):
         covar.add_diagonal(-eigenvalue.expand(6)).solve(torch.ones(6, 1, dtype=torch.float64))
+
+
+# ---------------------------------------------------------------------------------------- linear_operator's case
+NOISE = 0.5  # the eigenvalues of the kit's indefinite matrix plus NOISE: -1.5 ... 4.5
+
+
+class TestSignedRootAddedDiagOperatorCase(IndefiniteAddedDiagLinearOperatorTestCase, unittest.TestCase):
+    """linear_operator's checks on Q diag(eigenvalues) Q^T + noise from signed roots: Woodbury solves, the PSD checks
+    refused (see the kit's case)."""
+
+    seed = 0
+    batch_shape = ()
+
+    def create_linear_op(self):
+        basis, eigenvalues = indefinite_factors(self.batch_shape)
+        root = basis * eigenvalues.abs().sqrt()
+        noise = torch.full((*self.batch_shape, 5), NOISE)
+        return SignedRootLinearOperator(root, root.clone(), eigenvalues.sign()).add_diagonal(noise)
+
+    def evaluate_linear_op(self, linear_op):
+        roots, noise = linear_op._linear_op, linear_op._diag_tensor.diagonal(dim1=-2, dim2=-1)
+        return (roots.left * roots.signature) @ roots.right.mT + torch.diag_embed(noise)
+
+
+class TestSignedRootAddedDiagOperatorCaseBatch(TestSignedRootAddedDiagOperatorCase):
+    seed = 1
+    batch_shape = (3,)
+
+
+class TestSignedRootAddedDiagOperatorCaseMultiBatch(TestSignedRootAddedDiagOperatorCase):
+    seed = 2
+    batch_shape = (2, 3)

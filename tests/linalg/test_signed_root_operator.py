@@ -1,14 +1,19 @@
 """SignedRootLinearOperator: K = L diag(s) R^T with a fixed signature — values, structure-preserving batch, indexing
-and scaling operations, adding noise, and the PSD operations it refuses."""
+and scaling operations, adding noise, and the PSD operations it refuses; linear_operator's LinearOperatorTestCase (the
+PSD checks refused) and, for cross covariances, RectangularLinearOperatorTestCase."""
 
 from __future__ import annotations
+
+import unittest
 
 import pytest
 import torch
 from linear_operator.operators import DiagLinearOperator
+from linear_operator.test.linear_operator_test_case import RectangularLinearOperatorTestCase
 
 from gprf.exceptions import IndefiniteKernelError
 from gprf.linalg import SignedRootAddedDiagLinearOperator, SignedRootLinearOperator
+from gprf.testing import IndefiniteLinearOperatorTestCase, indefinite_factors
 
 
 def _roots(batch=(), n=6, m=5, r=4, seed=0):
@@ -89,3 +94,47 @@ def test_psd_operations_are_refused():
         operator.root_decomposition()
     with pytest.raises(IndefiniteKernelError, match="alone"):
         operator.solve(torch.ones(6, 1, dtype=torch.float64))
+
+
+# ---------------------------------------------------------------------------------------- linear_operator's case
+
+
+class TestSignedRootOperatorCase(IndefiniteLinearOperatorTestCase, unittest.TestCase):
+    """linear_operator's checks on L diag(s) L^T = Q diag(eigenvalues) Q^T; the PSD ones are refused (see the kit's
+    case). The case builds the roots as two tensors (left and right), as a signed kernel's covariance has them."""
+
+    seed = 0
+    batch_shape = ()
+
+    def create_linear_op(self):
+        basis, eigenvalues = indefinite_factors(self.batch_shape)
+        root = basis * eigenvalues.abs().sqrt()
+        return SignedRootLinearOperator(root, root.clone(), eigenvalues.sign())
+
+    def evaluate_linear_op(self, linear_op):
+        return (linear_op.left * linear_op.signature) @ linear_op.right.mT
+
+
+class TestSignedRootOperatorCaseBatch(TestSignedRootOperatorCase):
+    seed = 1
+    batch_shape = (3,)
+
+
+class TestSignedRootOperatorCaseMultiBatch(TestSignedRootOperatorCase):
+    seed = 2
+    batch_shape = (2, 3)
+
+
+class TestSignedRootCrossOperatorCase(RectangularLinearOperatorTestCase, unittest.TestCase):
+    """linear_operator's checks of rectangular operators on a cross covariance L diag(s) R^T (L and R of different
+    points)."""
+
+    seed = 3
+
+    def create_linear_op(self):
+        return SignedRootLinearOperator(
+            torch.randn(2, 5, 4), torch.randn(2, 3, 4), torch.tensor([1.0, 1.0, -1.0, -1.0])
+        )
+
+    def evaluate_linear_op(self, linear_op):
+        return (linear_op.left * linear_op.signature) @ linear_op.right.mT

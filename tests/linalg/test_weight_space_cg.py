@@ -13,7 +13,8 @@ from linear_operator.utils.warnings import NumericalWarning
 import gprf
 from gprf.exceptions import NonFiniteTrainingDataError
 from gprf.linalg import WeightSpaceCGState, cg_inv_quad_logdet
-from tests.prediction.conftest import make_data, make_model
+from gprf.testing import regression_data
+from tests.helpers.regression import make_model
 
 
 def _spectral_gram(num_features=80, decay=4.0, top=1e5, seed=0):
@@ -132,7 +133,7 @@ def _model_gradients(solver, data, **options):
 
 
 def test_training_step_with_cg_matches_cholesky():
-    data = make_data(n=300)
+    data = regression_data(n=300)
     loss, expected = _model_gradients("cholesky", data)
     state = WeightSpaceCGState()
     options = dict(tolerance=1e-10, num_probes=16, preconditioner_rank=32, probe_seed=0, state=state)
@@ -158,7 +159,7 @@ def test_training_step_with_cg_matches_cholesky():
 
 
 def test_cg_route_refuses_nonfinite_training_rows():
-    x, y = make_data(n=100)
+    x, y = regression_data(n=100)
     y[3] = float("nan")
     model = make_model(x, y, num_features=16)
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)

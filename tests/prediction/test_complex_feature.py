@@ -12,7 +12,7 @@ from linear_operator.operators import DenseLinearOperator
 
 from gprf.kernels import PolynomialSketchKernel, RandomFourierKernel
 from gprf.prediction import ComplexFeaturePredictionStrategy, FeatureSpacePredictionStrategy
-from tests.prediction.conftest import ExactModel
+from gprf.testing import ExactGPModel
 
 
 def _data(n=120, d=4, seed=0):
@@ -27,7 +27,7 @@ def _model(x, y, likelihood, posterior="complex", num_features=24, sketch="srht"
         num_features, num_dims=x.size(-1), degree=3, sketch=sketch, complex=True, bias=0.5, posterior=posterior, seed=0
     )
     kernel = ScaleKernel(sketch_kernel)
-    model = ExactModel(x, y, likelihood, kernel).double()
+    model = ExactGPModel(x, y, likelihood, kernel).double()
     model.covar_module.outputscale = 0.8
     model.covar_module.base_kernel.lengthscale = 1.3
     model.mean_module.constant.data.fill_(0.2)
@@ -91,11 +91,11 @@ def test_real_features_give_the_ordinary_posterior():
     x, y = _data()
     likelihood = gpytorch.likelihoods.GaussianLikelihood()
     complex_choice = (
-        ExactModel(x, y, likelihood, ScaleKernel(RandomFourierKernel(64, num_dims=4, seed=0, posterior="complex")))
+        ExactGPModel(x, y, likelihood, ScaleKernel(RandomFourierKernel(64, num_dims=4, seed=0, posterior="complex")))
         .double()
         .eval()
     )
-    ordinary = ExactModel(x, y, likelihood, ScaleKernel(RandomFourierKernel(64, num_dims=4, seed=0))).double().eval()
+    ordinary = ExactGPModel(x, y, likelihood, ScaleKernel(RandomFourierKernel(64, num_dims=4, seed=0))).double().eval()
     test_x = x[:9] + 0.05
     a, b = complex_choice(test_x), ordinary(test_x)
     assert type(complex_choice.prediction_strategy) is FeatureSpacePredictionStrategy

@@ -15,14 +15,8 @@ from gprf.exceptions import DispatchFallbackWarning, NonFiniteTrainingDataError
 from gprf.kernels import RandomFourierKernel
 from gprf.linalg import CapacitanceFactor, FeatureRootAddedDiagLinearOperator
 from gprf.prediction import FeatureSpacePredictionStrategy
-from tests.prediction.conftest import (
-    ExactModel,
-    make_data,
-    make_model,
-    optimizer_step,
-    train_by_mll,
-    weight_space_prediction,
-)
+from gprf.testing import ExactGPModel, regression_data, train_by_mll
+from tests.helpers.regression import make_model, optimizer_step, weight_space_prediction
 
 
 def test_dispatch_with_and_without_scale_kernel(data64):
@@ -32,7 +26,7 @@ def test_dispatch_with_and_without_scale_kernel(data64):
         RandomFourierKernel(64, num_dims=3, seed=0),
         gpytorch.kernels.ScaleKernel(RandomFourierKernel(64, num_dims=3, seed=0)),
     ):
-        model = ExactModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), covar_module).double().eval()
+        model = ExactGPModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), covar_module).double().eval()
         model(test_x)
         assert type(model.prediction_strategy) is FeatureSpacePredictionStrategy
 
@@ -66,7 +60,7 @@ def test_heteroscedastic_noise(data64):
 
 
 def test_batched_models(data64):
-    x, y = make_data(batch_shape=(2,))
+    x, y = regression_data(batch_shape=(2,))
     model = make_model(x, y, batch_shape=torch.Size([2])).eval()
     model.likelihood.noise = torch.tensor([[0.02], [0.1]], dtype=torch.float64)
     test_x = torch.rand(2, 15, 3, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
@@ -216,19 +210,19 @@ def test_marginal_likelihood_uses_woodbury_path(data64):
 
 
 def test_training_improves_fit_and_predicts(data64):
-    x, y = make_data(n=200)
+    x, y = regression_data(n=200)
     model = make_model(x, y, num_features=128)
     losses = train_by_mll(model, x, y, steps=60)
     assert losses[-1] < losses[0] - 0.5
     model.eval()
-    test_x, test_y = make_data(n=100, seed=5)
+    test_x, test_y = regression_data(n=100, seed=5)
     rmse = (model(test_x).mean - test_y).square().mean().sqrt()
     assert rmse < 0.25 * test_y.std()
 
 
 def test_float32_at_small_noise():
-    x, y = make_data(n=400)
-    test_x, _ = make_data(n=50, seed=3)
+    x, y = regression_data(n=400)
+    test_x, _ = regression_data(n=50, seed=3)
     predictions = {}
     for dtype in (torch.float64, torch.float32):
         likelihood = gpytorch.likelihoods.GaussianLikelihood(noise_constraint=gpytorch.constraints.GreaterThan(1e-6))
@@ -299,7 +293,7 @@ def test_fantasy_models_keep_their_caches_and_refuse_new_draws(data64):
 
 
 def test_non_finite_training_targets_are_refused_at_prediction():
-    x, y = make_data(n=50)
+    x, y = regression_data(n=50)
     y[[2, 9, 30]] = float("nan")
     model = make_model(x, y).eval()
     with pytest.raises(NonFiniteTrainingDataError, match="^3 of 50 training points"):

@@ -13,7 +13,7 @@ from gprf.kernels import LocalizedMaclaurinKernel, MaclaurinKernel
 from gprf.linalg import FeatureRootLinearOperator, feature_root
 from gprf.metrics import gaussian_kl
 from gprf.prediction import FeatureSpacePredictionStrategy, LocalizedPredictionStrategy
-from tests.prediction.conftest import ExactModel, train_by_mll
+from gprf.testing import ExactGPModel, train_by_mll
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -32,7 +32,7 @@ def _model(x, y, kernel_cls=LocalizedMaclaurinKernel, num_features=32, scale=Tru
     base = kernel_cls(num_features, d, ard_num_dims=d, sketch="srht", seed=0, batch_shape=batch_shape, **kwargs)
     covar = ScaleKernel(base, batch_shape=batch_shape) if scale else base
     likelihood = gpytorch.likelihoods.GaussianLikelihood(batch_shape=batch_shape)
-    model = ExactModel(x, y, likelihood, covar, batch_shape=batch_shape).to(x.dtype)
+    model = ExactGPModel(x, y, likelihood, covar, batch_shape=batch_shape).to(x.dtype)
     base.lengthscale = torch.tensor([0.15, 0.25][:d], dtype=x.dtype)
     if scale:
         covar.outputscale = 1.3
@@ -249,14 +249,14 @@ def test_gp_level_sinc_training_and_kl():
     x = 3 * torch.rand(50, 1, generator=generator, dtype=torch.float64) - 1.5
     y = torch.sinc(5 * x[:, 0]) + 0.1 * torch.randn(50, generator=generator, dtype=torch.float64)
     test_x = torch.linspace(-2.25, 2.25, 200, dtype=torch.float64).unsqueeze(-1)
-    exact = ExactModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), ScaleKernel(RBFKernel())).double()
+    exact = ExactGPModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), ScaleKernel(RBFKernel())).double()
     exact.covar_module.base_kernel.lengthscale = 0.2
     train_by_mll(exact, x, y, steps=150)
     exact.eval()
 
     def approximate(kernel_cls, **kwargs):
         base = kernel_cls(10, 1, allocation=[1] * 9, seed=0, **kwargs)
-        model = ExactModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), ScaleKernel(base)).double()
+        model = ExactGPModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), ScaleKernel(base)).double()
         missing = model.load_state_dict(exact.state_dict(), strict=False).missing_keys
         assert all(".feature_map." in key for key in missing)  # hyperparameters copied, features kept
         base.feature_map.center = (x / base.lengthscale).mean(0).detach()  # the training mean (paper 002, Alg. 1)

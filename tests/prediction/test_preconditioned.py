@@ -18,22 +18,22 @@ from gprf.exceptions import DenseCovarianceWarning
 from gprf.kernels import PreconditionedKernel
 from gprf.kernels import preconditioned_kernel as preconditioned_kernel_module
 from gprf.prediction import PreconditionedPredictionStrategy
-from tests.prediction.conftest import ExactModel, make_data
+from gprf.testing import ExactGPModel, regression_data
 
 NUM_TRAIN = 300
 
 
 def models(num_features=128, preconditioner="random_features"):
     """The same exact GP twice: with PreconditionedKernel and with its plain base kernel."""
-    x, y = make_data(NUM_TRAIN, d=2)
+    x, y = regression_data(NUM_TRAIN, d=2)
     base = ScaleKernel(RBFKernel(ard_num_dims=2)).double()
     base.outputscale = 1.5
     base.base_kernel.lengthscale = torch.tensor([0.25, 0.4], dtype=torch.float64)
     likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
     likelihood.noise = 0.01
     kernel = PreconditionedKernel(base, num_features, preconditioner=preconditioner, seed=0)
-    preconditioned = ExactModel(x, y, likelihood, kernel).double()
-    plain = ExactModel(x, y, likelihood, base).double()
+    preconditioned = ExactGPModel(x, y, likelihood, kernel).double()
+    plain = ExactGPModel(x, y, likelihood, base).double()
     for model in (preconditioned, plain):
         model.mean_module.constant.data.fill_(0.3)
         model.eval()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import torch
 
 from gprf.prediction.refresh import RefreshingPredictionStrategy
-from tests.prediction.conftest import make_data, make_model
+from gprf.testing import regression_data
+from tests.helpers.regression import make_model
 
 
 def _noise_of(strategy: RefreshingPredictionStrategy) -> torch.Tensor:
@@ -14,7 +15,7 @@ def _noise_of(strategy: RefreshingPredictionStrategy) -> torch.Tensor:
 
 
 def test_caches_are_rebuilt_after_a_change_and_kept_otherwise():
-    x, y = make_data(n=30)
+    x, y = regression_data(n=30)
     model = make_model(x, y).eval()
     model(x[:2] + 0.1)
     strategy = model.prediction_strategy
@@ -33,7 +34,7 @@ def test_caches_are_rebuilt_after_a_change_and_kept_otherwise():
 
 
 def test_a_strategy_that_stopped_following_keeps_its_caches():
-    x, y = make_data(n=30)
+    x, y = regression_data(n=30)
     model = make_model(x, y).eval()
     model(x[:2] + 0.1)
     strategy = model.prediction_strategy

@@ -15,14 +15,14 @@ from linear_operator.utils.warnings import NumericalWarning
 import gprf
 from gprf.exceptions import IndefiniteKernelError
 from gprf.prediction import krein_ridge_mean
-from tests.kernels.conftest import signed_kernel, signed_model
-from tests.prediction.conftest import make_data
+from gprf.testing import regression_data
+from tests.helpers.regression import signed_kernel, signed_model
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_posterior_mean_is_krein_ridge_regression(dtype):
     """model(x).mean and krein_ridge_mean equal the dense solve mu + K*(K + s^2 I)^-1 (y - mu)."""
-    x, y = make_data(60, dtype=dtype)
+    x, y = regression_data(60, dtype=dtype)
     kernel = signed_kernel(dtype)
     model = signed_model(x, y, kernel).eval()
     test_x = torch.rand(9, 3, generator=torch.Generator().manual_seed(1), dtype=dtype)
@@ -42,7 +42,7 @@ def test_posterior_mean_is_krein_ridge_regression(dtype):
 def test_the_mean_follows_new_draws_and_hyperparameters(change):
     """After resample_features() (or a lengthscale set) on an evaluated model, the mean is that of a model freshly
     put in eval mode, not the cache of the old draws."""
-    x, y = make_data(60)
+    x, y = regression_data(60)
     kernel = signed_kernel()
     model = signed_model(x, y, kernel).eval()
     test_x = torch.rand(9, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
@@ -59,7 +59,7 @@ def test_the_mean_follows_new_draws_and_hyperparameters(change):
 
 
 def test_psd_operations_raise_instead_of_nan():
-    x, y = make_data(40)
+    x, y = regression_data(40)
     model = signed_model(x, y, signed_kernel())
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
     model.train()
@@ -96,7 +96,7 @@ def test_psd_operations_raise_instead_of_nan():
 
 def test_ridge_hyperparameters_learn_by_validation_loss():
     """The GP-level use of an indefinite kernel: fit the lengthscale on a held-out ridge-regression loss."""
-    x, y = make_data(80)
+    x, y = regression_data(80)
     train, valid = slice(0, 60), slice(60, 80)
     kernel = signed_kernel(sampler="orthogonal")
     optimizer = torch.optim.Adam(kernel.parameters(), lr=0.05)
@@ -112,7 +112,7 @@ def test_ridge_hyperparameters_learn_by_validation_loss():
 
 
 def test_krein_ridge_mean_needs_a_positive_noise():
-    x, y = make_data(10)
+    x, y = regression_data(10)
     for noise in (0.0, -0.1, torch.tensor([0.1] * 9 + [0.0], dtype=torch.float64)):
         with pytest.raises(ValueError, match="noise must be positive"):
             krein_ridge_mean(signed_kernel(), x, y, x[:2], noise)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from gprf.streaming import StreamingFit, iterate_chunks
-from tests.prediction.conftest import ExactModel
+from gprf.testing import ExactGPModel
 
 NUM_TRAIN = 200
 
@@ -14,7 +14,7 @@ NUM_TRAIN = 200
 TOLERANCE = {torch.float64: dict(rtol=0, atol=1e-8), torch.float32: dict(rtol=1e-5, atol=1e-5)}
 
 
-def in_memory_prediction(model: ExactModel, test_x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def in_memory_prediction(model: ExactGPModel, test_x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     model.eval()
     with torch.no_grad():
         posterior = model(test_x)

@@ -12,14 +12,15 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from gprf.linalg import covariance_root
 from gprf.streaming import StreamingFit, iterate_chunks
-from tests.prediction.conftest import make_data, make_model, optimizer_step
+from gprf.testing import regression_data
+from tests.helpers.regression import make_model, optimizer_step
 from tests.streaming.conftest import NUM_TRAIN, assert_streamed_matches_in_memory, in_memory_prediction
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def test_statistics_are_float64_sums_independent_of_chunking(dtype):
-    x, y = make_data(n=NUM_TRAIN, dtype=dtype)
+    x, y = regression_data(n=NUM_TRAIN, dtype=dtype)
     model = make_model(x, y, num_features=32)
     whole = StreamingFit.from_model(model).update(x, y).statistics
     assert all(t.dtype == torch.float64 for t in (whole.gram, whole.rhs, whole.quadratic, whole.log_noise))
@@ -41,7 +42,7 @@ def test_statistics_are_float64_sums_independent_of_chunking(dtype):
 
 
 def test_several_targets_share_one_gram_matrix():
-    x, y = make_data(n=NUM_TRAIN)
+    x, y = regression_data(n=NUM_TRAIN)
     targets = torch.stack([y, 2 * y - 1, torch.cos(3 * x[:, 0])])
     model = make_model(x, y, num_features=32)
     test_x = torch.rand(20, 3, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
@@ -58,7 +59,7 @@ def test_several_targets_share_one_gram_matrix():
 
 @pytest.mark.parametrize("learn_additional_noise", [False, True])
 def test_fixed_noise_given_per_chunk(learn_additional_noise):
-    x, y = make_data(n=NUM_TRAIN)
+    x, y = regression_data(n=NUM_TRAIN)
     noise = 0.01 + 0.2 * torch.rand(NUM_TRAIN, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     likelihood = gpytorch.likelihoods.FixedNoiseGaussianLikelihood(
         noise=noise, learn_additional_noise=learn_additional_noise
@@ -71,7 +72,7 @@ def test_fixed_noise_given_per_chunk(learn_additional_noise):
 
 
 def test_bad_inputs_get_clear_errors():
-    x, y = make_data(n=40)
+    x, y = regression_data(n=40)
     model = make_model(x, y, num_features=16)
     with pytest.raises(TypeError, match="random-feature kernel"):
         StreamingFit(ScaleKernel(gpytorch.kernels.RBFKernel()), model.likelihood)
@@ -116,7 +117,7 @@ CHANGES = {
 
 @pytest.mark.parametrize("change", CHANGES)
 def test_chunks_after_a_change_of_the_model_are_refused(change):
-    x, y = make_data(n=40)
+    x, y = regression_data(n=40)
     model = make_model(x, y, num_features=16)
     fit = StreamingFit.from_model(model).update(x[:20], y[:20])
     model.load_state_dict(model.state_dict())  # a write of the same values: still one model

@@ -10,7 +10,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from gprf.streaming import StreamingFit, all_reduce_statistics, iterate_chunks
-from tests.prediction.conftest import make_data, make_model
+from gprf.testing import regression_data
+from tests.helpers.regression import make_model
 
 NUM_TRAIN = 240
 SUMMED = ("gram", "rhs", "quadratic", "log_noise", "num_data")
@@ -25,7 +26,7 @@ def _worker(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
     try:
-        x, y = make_data(n=NUM_TRAIN)
+        x, y = regression_data(n=NUM_TRAIN)
         # Uneven shards: the sums must not depend on how the points are split.
         shard = torch.tensor_split(torch.arange(NUM_TRAIN), [NUM_TRAIN // 4 * (r + 1) for r in range(world_size - 1)])[
             rank
@@ -54,7 +55,7 @@ def test_all_reduce_equals_single_process(world_size, tmp_path):
         join=True,
         start_method="fork",
     )
-    x, y = make_data(n=NUM_TRAIN)
+    x, y = regression_data(n=NUM_TRAIN)
     single = statistics_of(x, y)
     for rank in range(world_size):
         result = torch.load(tmp_path / f"rank{rank}.pt")
@@ -67,7 +68,7 @@ def test_all_reduce_equals_single_process(world_size, tmp_path):
 
 
 def test_needs_an_initialised_process_group():
-    x, y = make_data(n=20)
+    x, y = regression_data(n=20)
     with pytest.raises(RuntimeError, match="init_process_group"):
         all_reduce_statistics(statistics_of(x, y))
     with pytest.raises(TypeError, match="SufficientStatistics"):

@@ -11,12 +11,13 @@ from gprf.kernels import FeatureSumKernel, RandomFourierKernel
 from gprf.linalg import covariance_root
 from gprf.streaming.features import likelihood_noise, model_fingerprint
 from gprf.streaming.statistics import fingerprint_mismatch
-from tests.prediction.conftest import ExactModel, make_data, make_model
+from gprf.testing import ExactGPModel, regression_data
+from tests.helpers.regression import make_model
 from tests.streaming.conftest import NUM_TRAIN, assert_streamed_matches_in_memory
 
 
 def test_active_dims_and_feature_sums():
-    x, y = make_data(n=NUM_TRAIN)
+    x, y = regression_data(n=NUM_TRAIN)
     slice_only = ScaleKernel(RandomFourierKernel(24, num_dims=2, active_dims=[0, 2], seed=1))
     summed = FeatureSumKernel(
         ScaleKernel(RandomFourierKernel(24, num_dims=2, seed=1)),
@@ -25,7 +26,7 @@ def test_active_dims_and_feature_sums():
     )
     test_x = torch.rand(20, 3, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
     for kernel in (slice_only, summed):
-        model = ExactModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), kernel).double()
+        model = ExactGPModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), kernel).double()
         assert_streamed_matches_in_memory(model, x, y, test_x)
 
 
@@ -36,7 +37,7 @@ def _fingerprint(model) -> torch.Tensor:
 
 
 def test_fingerprint_identifies_draws_hyperparameters_noise_and_mean():
-    x, y = make_data(n=20)
+    x, y = regression_data(n=20)
     model, same, other = (make_model(x, y, num_features=16, seed=seed) for seed in (0, 0, 1))
     fingerprint = _fingerprint(model)
     assert fingerprint.shape == (18,) and fingerprint.dtype == torch.float64

@@ -8,14 +8,15 @@ import pytest
 import torch
 
 from gprf.streaming import StreamingFit, StreamingPredictor, iterate_chunks
-from tests.prediction.conftest import make_data, make_model, optimizer_step, train_by_mll
+from gprf.testing import regression_data, train_by_mll
+from tests.helpers.regression import make_model, optimizer_step
 from tests.streaming.conftest import NUM_TRAIN, TOLERANCE, assert_streamed_matches_in_memory, in_memory_prediction
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def test_identical_to_in_memory_model(device, dtype):
-    x, y = make_data(n=NUM_TRAIN, dtype=dtype)
+    x, y = regression_data(n=NUM_TRAIN, dtype=dtype)
     model = make_model(x, y, num_features=64).to(device)
     x, y = x.to(device), y.to(device)
     test_x = torch.rand(50, 3, generator=torch.Generator().manual_seed(1), dtype=dtype).to(device)
@@ -24,7 +25,7 @@ def test_identical_to_in_memory_model(device, dtype):
 
 def test_hyperparameters_trained_in_memory_then_streamed():
     """The intended workflow: fit hyperparameters by the marginal likelihood on a subsample, then stream."""
-    x, y = make_data(n=NUM_TRAIN)
+    x, y = regression_data(n=NUM_TRAIN)
     model = make_model(x[:60], y[:60], num_features=32)
     losses = train_by_mll(model, x[:60], y[:60], steps=15)
     assert losses[-1] < losses[0]
@@ -34,7 +35,7 @@ def test_hyperparameters_trained_in_memory_then_streamed():
 
 
 def test_batched_model():
-    x, y = make_data(n=NUM_TRAIN, batch_shape=(2,))
+    x, y = regression_data(n=NUM_TRAIN, batch_shape=(2,))
     model = make_model(x, y, num_features=32, batch_shape=torch.Size([2]))
     model.likelihood.noise = torch.tensor([[0.02], [0.1]], dtype=torch.float64)
     test_x = torch.rand(2, 25, 3, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
@@ -47,7 +48,7 @@ def test_batched_model():
 
 
 def test_predict_chunks_and_without_mean_module():
-    x, y = make_data(n=NUM_TRAIN)
+    x, y = regression_data(n=NUM_TRAIN)
     model = make_model(x, y, num_features=32)
     fit = StreamingFit(model.covar_module, model.likelihood).fit(iterate_chunks(x, y, chunk_size=70))
     test_x = torch.rand(30, 3, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
@@ -61,7 +62,7 @@ def test_predict_chunks_and_without_mean_module():
 
 
 def test_statistics_of_another_kernel_or_mean_are_refused():
-    x, y = make_data(n=40)
+    x, y = regression_data(n=40)
     model = make_model(x, y, num_features=16, seed=0)
     other = make_model(x, y, num_features=16, seed=1)
     statistics = StreamingFit.from_model(model).update(x, y).statistics
@@ -86,7 +87,7 @@ CHANGES = {
 
 @pytest.mark.parametrize("change", CHANGES)
 def test_a_predictor_refuses_a_kernel_or_mean_changed_after_it_was_built(change):
-    x, y = make_data(n=40)
+    x, y = regression_data(n=40)
     model = make_model(x, y, num_features=16)
     predictor = StreamingFit.from_model(model).update(x, y).predictor()
     expected = predictor.predict(x[:5])
@@ -98,7 +99,7 @@ def test_a_predictor_refuses_a_kernel_or_mean_changed_after_it_was_built(change)
 
 
 def test_bad_prediction_inputs():
-    x, y = make_data(n=40)
+    x, y = regression_data(n=40)
     predictor = StreamingFit.from_model(make_model(x, y, num_features=16)).update(x, y).predictor()
     with pytest.raises(TypeError, match="torch.Tensor"):
         predictor.predict(x.tolist())

@@ -8,12 +8,13 @@ import torch
 
 from gprf.linalg import covariance_root
 from gprf.streaming import StreamingFit, SufficientStatistics, iterate_chunks
-from tests.prediction.conftest import make_data, make_model
+from gprf.testing import regression_data
+from tests.helpers.regression import make_model
 from tests.streaming.conftest import NUM_TRAIN
 
 
 def test_log_marginal_likelihood_matches_dense_gaussian(float64):
-    x, y = make_data(n=NUM_TRAIN)
+    x, y = regression_data(n=NUM_TRAIN)
     model = make_model(x, y, num_features=32)
     statistics = StreamingFit.from_model(model).fit(iterate_chunks(x, y, chunk_size=64)).statistics
     with torch.no_grad():
@@ -24,7 +25,7 @@ def test_log_marginal_likelihood_matches_dense_gaussian(float64):
 
 
 def test_statistics_move_between_devices(device):
-    x, y = make_data(n=50)
+    x, y = regression_data(n=50)
     model = make_model(x, y, num_features=16)
     statistics = StreamingFit.from_model(model).update(x, y).statistics
     moved = statistics.to(device)
@@ -35,7 +36,7 @@ def test_statistics_move_between_devices(device):
 
 def test_posterior_is_the_dense_weight_posterior():
     """N(C^-1 b, C^-1) with C = I + G, G = R^T R / s2 and b = R^T (y - mu) / s2 (R the scaled root)."""
-    x, y = make_data(n=NUM_TRAIN)
+    x, y = regression_data(n=NUM_TRAIN)
     model = make_model(x, y, num_features=16)
     statistics = StreamingFit.from_model(model).update(x, y).statistics
     with torch.no_grad():
@@ -49,7 +50,7 @@ def test_posterior_is_the_dense_weight_posterior():
 
 
 def test_merging_adds_the_sums_of_the_same_features_only():
-    x, y = make_data(n=40)
+    x, y = regression_data(n=40)
     model = make_model(x, y, num_features=16, seed=0)
     first, second = (
         StreamingFit.from_model(model).update(x[part], y[part]).statistics for part in (slice(0, 25), slice(25, None))
@@ -71,7 +72,7 @@ def test_merging_adds_the_sums_of_the_same_features_only():
 def test_merging_compares_each_part_of_the_fingerprint_relative_to_its_scale():
     """Statistics of other draws are refused even at an outputscale of 1e-8 (features of size 1e-5, which an absolute
     tolerance would call equal), and so are statistics of another noise or mean."""
-    x, y = make_data(n=40)
+    x, y = regression_data(n=40)
     tiny = [make_model(x, y, num_features=16, seed=seed) for seed in (0, 1)]
     for model in tiny:
         model.covar_module.outputscale = 1e-8

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from gprf.kernels.exact import ArcCosineKernel
-from tests.kernels.conftest import RandomFeatureKernelTestCase
+from gprf.testing import InputDimKernelTestCase
 
 
-class TestArcCosineKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+class TestArcCosineKernel(InputDimKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
         kwargs.pop("num_dims", None)
         return ArcCosineKernel(order=1, **kwargs)

@@ -11,10 +11,10 @@ import torch
 from gprf.features import Skeleton
 from gprf.kernels.exact import CompositionalKernel
 from gprf.kernels.exact.compositional import check_skeleton_dims
-from tests.kernels.conftest import RandomFeatureKernelTestCase, num_dims_of
+from gprf.testing import InputDimKernelTestCase, num_dims_of
 
 
-class TestCompositionalKernel(RandomFeatureKernelTestCase, unittest.TestCase):
+class TestCompositionalKernel(InputDimKernelTestCase, unittest.TestCase):
     def create_kernel_no_ard(self, **kwargs):
         return CompositionalKernel(
             Skeleton.convolutional(num_dims_of(kwargs, 2), 2, 1, 1, "relu", base_kernel="gaussian"), **kwargs

@@ -10,7 +10,7 @@ from gprf.exceptions import IndefiniteKernelError
 from gprf.kernels.exact import DeltaGaussianKernel
 from gprf.linalg import IndefiniteDenseLinearOperator
 from gprf.prediction import krein_ridge_mean
-from tests.prediction.conftest import make_data
+from gprf.testing import regression_data
 
 
 def _kernel() -> DeltaGaussianKernel:
@@ -21,8 +21,8 @@ def _kernel() -> DeltaGaussianKernel:
 
 def test_values_are_the_weighted_gaussians_of_scaled_distances():
     """k(x, y) = 2 exp(-|z|^2 / 2) - exp(-|z|^2 / 18), z = (x - y) / lengthscale."""
-    x, _ = make_data(12)
-    y, _ = make_data(5, seed=1)
+    x, _ = regression_data(12)
+    y, _ = regression_data(5, seed=1)
     kernel = _kernel()
     squared = torch.cdist(x / kernel.lengthscale, y / kernel.lengthscale).square()
     expected = 2 * torch.exp(-squared / 2) - torch.exp(-squared / 18)
@@ -34,7 +34,7 @@ def test_values_are_the_weighted_gaussians_of_scaled_distances():
 
 
 def test_psd_operations_raise_and_ridge_regression_is_the_dense_solve():
-    x, _ = make_data(20)
+    x, _ = regression_data(20)
     exact = _kernel()
     with pytest.raises(IndefiniteKernelError, match="Cholesky"):
         exact(x).evaluate_kernel().cholesky()

@@ -38,7 +38,7 @@ from gprf.kernels.exact import (
     register_exact_target,
     stationary_targets,
 )
-from tests.prediction.conftest import ExactModel
+from gprf.testing import ExactGPModel
 
 Z_BOUND = 4.5  # two-sided, over a few dozen z-scores per test
 
@@ -217,7 +217,7 @@ def test_fit_mll_fits_a_model_of_the_new_family(toy_family):
     _, kernels = toy_family
     x, y = _data()
     covar_module = gprf.random_features(ScaleKernel(kernels.CauchyKernel(ard_num_dims=2)), 128, seed=0).double()
-    model = ExactModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), covar_module).double()
+    model = ExactGPModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), covar_module).double()
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
 
     def full_mll() -> float:

@@ -1,5 +1,5 @@
-"""Helpers shared by the Dirichlet classification tests: three-class data, a model with distinct per-class
-hyperparameters, and the dense function-space reference."""
+"""Classification builders of the Dirichlet tests (the likelihoods', and the row-subsampled fit's): three-class data, a
+model with distinct per-class hyperparameters, and the dense function-space reference."""
 
 from __future__ import annotations
 

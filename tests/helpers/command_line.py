@@ -1,4 +1,4 @@
-"""Helpers shared by the CLI tests (and the benchmarks' tests): a tiny ``compare`` configuration, readers of the
+"""Helpers of the command-line tests (gprf's and the benchmarks'): a tiny ``compare`` configuration, readers of the
 printed tables and of argparse errors, and a CSV writer."""
 
 from __future__ import annotations

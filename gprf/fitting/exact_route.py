@@ -1,0 +1,188 @@
+r"""``fit_mll``'s route for exact GPs whose covariance holds a :class:`~gprf.kernels.PreconditionedKernel`.
+
+An exact marginal-likelihood step by preconditioned conjugate gradients costs :math:`O(N^2)` per iteration, so a
+budget buys few of them; a random-feature step on a row subsample costs a tiny fraction of one. The route spends the
+budget on both:
+
+1. **surrogate**: for the time of this stage every ``PreconditionedKernel`` of the model is replaced by the
+   random-feature kernel of its base kernel with as many features (:meth:`~gprf.kernels.PreconditionedKernel.
+   random_feature_kernel`, which shares the base kernel's very ``Parameter`` objects and priors), and the
+   random-feature recipe of :func:`gprf.fit_mll` runs on the model: nested small-:math:`F` tuning on a row
+   subsample, then the exact refit of outputscale, noise and mean at full :math:`F` — with at most
+   :data:`SURROGATE_SHARE` of the budget;
+2. **exact**: Adam steps on the exact marginal likelihood (conjugate gradients and stochastic Lanczos quadrature,
+   preconditioned by the kernel's feature root) with the time left. Each step is timed, and a step starts only
+   while the time left covers the longest so far, so the budget is overshot by at most one step misjudged. The
+   SLQ estimate is stochastic (fresh probes at every evaluation), hence Adam rather than a line search.
+
+The surrogate's lengthscales carry its approximation (its noise absorbs the features' error), and the exact steps
+move the hyperparameters towards the exact model's optimum from there.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
+from gpytorch.mlls import ExactMarginalLogLikelihood
+from gpytorch.models import ExactGP
+
+from gprf.exceptions import FitFallbackWarning
+from gprf.fitting.end_point import NUMERICAL_FAILURES, parameter_values, restore_parameter_values
+from gprf.kernels.preconditioned_kernel import PreconditionedKernel
+
+#: The largest share of ``time_budget`` the surrogate stage may take; the exact steps get the rest.
+SURROGATE_SHARE = 0.5
+#: Exact Adam steps when neither ``finish_steps`` nor ``time_budget`` bounds them.
+DEFAULT_EXACT_STEPS = 100
+
+
+def holds_preconditioned_kernel(model: ExactGP) -> bool:
+    """Whether the covariance of ``model`` holds a :class:`~gprf.kernels.PreconditionedKernel` (the exact route)."""
+    return any(isinstance(module, PreconditionedKernel) for module in model.covar_module.modules())
+
+
+class Clock(Protocol):
+    """The fit's wall clock (``gprf.fitting.recipe``'s): the time budget, and callbacks not counted in it."""
+
+    budget: float | None
+
+    @property
+    def elapsed(self) -> float: ...
+
+    def left(self) -> float: ...
+
+    def checkpoint(self, stage: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class ExactSteps:
+    """What the exact steps share with :func:`gprf.fit_mll`'s recipe: its clock (started with the fit), its progress
+    reporter ``report(stage, loss)``, its loss ``loss(mll)`` (negative marginal likelihood, raw parameters projected
+    into their bounds first) and that projection ``project_onto_bounds(mll)``."""
+
+    clock: Clock
+    report: Callable[..., None]
+    loss: Callable[[ExactMarginalLogLikelihood], torch.Tensor]
+    project_onto_bounds: Callable[[ExactMarginalLogLikelihood], None]
+
+
+def fit_exact_mll(
+    mll: ExactMarginalLogLikelihood,
+    fit_surrogate: Callable[..., ExactMarginalLogLikelihood],
+    steps: ExactSteps,
+    *,
+    lr: float,
+    finish_steps: int | None,
+) -> ExactMarginalLogLikelihood:
+    """The exact route of :func:`gprf.fit_mll` (its options already checked): ``fit_surrogate(mll, time_budget=,
+    callback=)`` (the random-feature recipe with the tuning options) on the surrogate, then exact Adam
+    steps with learning rate ``lr`` (``finish_steps`` of them; ``None``: while the budget lasts, or
+    :data:`DEFAULT_EXACT_STEPS` without a budget). Returns ``mll`` in eval mode.
+
+    Raises:
+        TypeError: The likelihood is not a ``GaussianLikelihood`` or ``FixedNoiseGaussianLikelihood``.
+    """
+    _check_likelihood(mll)
+    clock = steps.clock
+    budget = clock.budget
+    with random_feature_surrogate(mll.model):
+        fit_surrogate(
+            mll,
+            time_budget=None if budget is None else SURROGATE_SHARE * budget,
+            callback=lambda stage, _: clock.checkpoint(stage),
+        )
+    count = finish_steps
+    if count is None:
+        count = DEFAULT_EXACT_STEPS if budget is None else math.inf
+    _exact_adam(mll, count, lr, steps)
+    clock.checkpoint("exact")
+    mll.train()  # drops prediction caches built at other hyperparameters
+    mll.eval()
+    steps.report(f"done in {clock.elapsed:.1f} s", None)
+    return mll
+
+
+def _check_likelihood(mll: ExactMarginalLogLikelihood) -> None:
+    likelihood = mll.likelihood
+    if not isinstance(likelihood, (GaussianLikelihood, FixedNoiseGaussianLikelihood)):
+        raise TypeError(
+            "fit_mll: a model with a PreconditionedKernel needs a GaussianLikelihood or FixedNoiseGaussianLikelihood "
+            f"(the preconditioner adds their noise to the random-feature covariance), got {type(likelihood).__name__}; "
+            "for other likelihoods use the exact kernel itself (PreconditionedKernel.exact()) with an approximate "
+            "GP, or a random-feature kernel (gprf.random_features)."
+        )
+
+
+@contextmanager
+def random_feature_surrogate(model: ExactGP) -> Iterator[None]:
+    """Every outermost :class:`~gprf.kernels.PreconditionedKernel` inside ``model`` replaced by its
+    :meth:`~gprf.kernels.PreconditionedKernel.random_feature_kernel` (the same parameters) while the block runs, and
+    put back afterwards, whatever happens in it."""
+    places = list(_preconditioned_places(model))
+    try:
+        for parent, name, kernel in places:
+            setattr(parent, name, kernel.random_feature_kernel())
+        yield
+    finally:
+        for parent, name, kernel in places:
+            setattr(parent, name, kernel)
+        model.prediction_strategy = None  # built with the surrogate's covariance
+
+
+def _preconditioned_places(module: torch.nn.Module) -> Iterator[tuple[torch.nn.Module, str, PreconditionedKernel]]:
+    for name, child in module.named_children():
+        if isinstance(child, PreconditionedKernel):
+            yield module, name, child
+        else:
+            yield from _preconditioned_places(child)
+
+
+def _exact_adam(mll: ExactMarginalLogLikelihood, count: float, lr: float, steps: ExactSteps) -> None:
+    """Adam steps on the exact marginal likelihood while the time left covers the longest step so far.
+
+    A step whose evaluation fails numerically (a preconditioner that does not factor, a non-finite loss) ends the
+    stage at the last point evaluated, with a :class:`~gprf.exceptions.FitFallbackWarning`; a failure at the first
+    step (the surrogate's end point) is the caller's to see.
+    """
+    parameters = [parameter for parameter in mll.parameters() if parameter.requires_grad]
+    optimizer = torch.optim.Adam(parameters, lr=lr)
+    mll.train()
+    longest, evaluated = 0.0, None
+    clock = steps.clock
+    for step in itertools.count(1):
+        if step > count or clock.left() <= longest:
+            break
+        begin = time.perf_counter()
+        point = parameter_values(mll)
+        optimizer.zero_grad(set_to_none=True)
+        try:
+            loss = steps.loss(mll)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"the marginal likelihood is {loss.item()}")
+            loss.backward()
+        except (*NUMERICAL_FAILURES, FloatingPointError) as error:
+            if evaluated is None:
+                raise
+            restore_parameter_values(mll, evaluated)
+            warnings.warn(
+                f"fit_mll: exact step {step} could not be evaluated ({type(error).__name__}: {error}); the fit ends "
+                f"at the point step {step - 1} evaluated. Lower lr, or bound the noise from below.",
+                FitFallbackWarning,
+                stacklevel=4,
+            )
+            break
+        evaluated = point
+        optimizer.step()
+        steps.project_onto_bounds(mll)
+        longest = max(longest, time.perf_counter() - begin)
+        steps.report(f"exact {step} (full data, CG)", loss)
+        clock.checkpoint(f"exact {step}")

@@ -1,0 +1,1 @@
+"""Tests of gprf.testing, the shipped test kit."""
