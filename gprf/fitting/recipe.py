@@ -123,7 +123,8 @@ def fit_mll(
         ``mll``, in eval mode, at hyperparameters where the model's prediction cache factors. The refit's Gram
         matrix is handed to the model's prediction strategy (:mod:`gprf.fitting.handover`), so the first
         prediction forms only the test points' features; elsewhere (finishing steps after the last refit, other
-        likelihoods, complex or localized posteriors) the check builds the cache once and drops it. When the model
+        likelihoods, complex or localized posteriors, rows sharded over processes: predict from those with
+        :func:`gprf.distributed.sharded_predictor`) the check builds the cache once and drops it. When the model
         cannot predict at the point the fit ends at (its capacitance does not factor numerically), the
         hyperparameters are set back to the last stage where it can, with a
         :class:`~gprf.exceptions.FitFallbackWarning` (:mod:`gprf.fitting.end_point`).

@@ -67,7 +67,12 @@ def _sharded_fit(rank, world_size, empty_rank):
     model, rows = sharded_model(rank, world_size, empty_rank)
     mll = ShardedMarginalLogLikelihood(model.likelihood, model)
     gprf.fit_mll(mll, **FIT_OPTIONS)
-    return {"parameters": _parameters(mll), "training": mll.training, "bytes": mll.exchange.log.bytes()}
+    return {
+        "parameters": _parameters(mll),
+        "training": mll.training,
+        "handed over": mll.model.prediction_strategy is not None,
+        "bytes": mll.exchange.log.bytes(),
+    }
 
 
 def _single_process_fit(chunk_rows):
@@ -92,6 +97,7 @@ def _loss_at(mll, parameters):
 def test_fit_mll_reaches_the_single_process_hyperparameters(world_size, empty_rank, tmp_path):
     results = run_ranks(_sharded_fit, world_size, tmp_path, empty_rank)
     mll, expected = _single_process_fit(False)
+    assert mll.model.prediction_strategy is not None
     # The fit's end point moves along a flat ridge of the objective (a large outputscale against the constant mean)
     # when only the order of the float64 sums changes: the same fit with the rows summed in chunks of 25 shows by how
     # much, and the ranks' other summation order may move it as far, never much further.
@@ -100,7 +106,9 @@ def test_fit_mll_reaches_the_single_process_hyperparameters(world_size, empty_ra
     expected_loss = _loss_at(mll, expected)
     loss_sensitivity = (_loss_at(mll, reordered) - expected_loss).abs()
     for result in results:
-        assert not result["training"]
+        # In eval mode, with no cache of this rank's rows alone handed to the model (the single-process fit hands its
+        # refit's over).
+        assert not result["training"] and not result["handed over"]
         for name, value in expected.items():
             deviation = (result["parameters"][name] - value).abs().max()
             assert deviation <= 10 * sensitivity[name] + 1e-12, (name, deviation, sensitivity[name])

@@ -123,3 +123,20 @@ def test_the_check_can_be_replaced():
         end_where_predictable(mll, [("the start", start)], failure_of=only_the_start_predicts)
     assert len(checked) == 2 and checked[0] == pytest.approx(2.0)  # the end point, then the start
     assert all(torch.equal(value, expected) for value, expected in zip(parameter_values(mll), start, strict=True))
+
+
+def test_a_known_failure_is_not_checked_again_and_the_replaced_check_judges_the_checkpoints():
+    """The hand-over's failure at the end point, with a sharded fit's check at the checkpoints."""
+    mll = _sketch_mll()
+    start, start_outputscale = parameter_values(mll), float(mll.model.covar_module.outputscale)
+    _at_outputscale(mll, 2.0)
+    checked = []
+
+    def record(candidate):
+        checked.append(float(candidate.model.covar_module.outputscale))
+        return None
+
+    with pytest.warns(FitFallbackWarning, match=r"RuntimeError: known at 2\.0.*after the start"):
+        end_where_predictable(mll, [("the start", start)], failure=RuntimeError("known at 2.0"), failure_of=record)
+    assert checked == [pytest.approx(start_outputscale)]  # only the start was checked
+    assert all(torch.equal(value, expected) for value, expected in zip(parameter_values(mll), start, strict=True))
