@@ -22,7 +22,6 @@ r""":func:`gprf.fit_mll` on rows sharded over ranks: the recipe's questions answ
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from functools import partial
 
@@ -35,7 +34,7 @@ from gprf.distributed.exchange import ShardExchange
 from gprf.distributed.identity import model_identity, transform_state
 from gprf.distributed.prediction import sharded_statistics
 from gprf.distributed.sums import ShardParts, sum_over_ranks
-from gprf.fitting.budget import RefitCost
+from gprf.fitting.budget import RefitCost, process_seconds
 from gprf.fitting.end_point import NUMERICAL_FAILURES, Checkpoint, end_where_predictable
 from gprf.fitting.handover import RefitGram
 from gprf.fitting.placement import RowPlacement
@@ -68,7 +67,7 @@ class ShardedRows(RowPlacement):
         return mine.to(model.train_targets.device)
 
     def now(self) -> float:
-        return float(self.exchange.agree("fit clock", own=(time.perf_counter(),))[0, 0])
+        return float(self.exchange.agree("fit clock", own=(process_seconds(),))[0, 0])
 
     def refit_cost(self, model: ExactGP, probe: Callable[[], RefitCost]) -> RefitCost:
         r"""The slowest rank's rates. Rank :math:`r` forms the sums of its :math:`N_r` of the :math:`N` rows: in the
