@@ -27,7 +27,7 @@ from gprf.botorch.features import check_pathwise_kernel
 from gprf.distributions import MultivariateNormal
 from gprf.features import FeatureMapBase
 from gprf.fitting.recipe import FIT_MLL_OPTIONS, fit_mll
-from gprf.kernels import RandomFourierKernel, is_feature_kernel, unwrap_scale_kernel
+from gprf.kernels import RandomFourierKernel, is_feature_expression, root_columns, unwrap_scale_kernel
 from gprf.sizing import REFIT_MONITOR, suggest_num_features
 
 
@@ -174,7 +174,7 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
         optimizer (default ``fit_gpytorch_mll_scipy``) on the closure (default ``get_loss_closure_with_grads``).
         """
         (train_x,) = self.train_inputs
-        REFIT_MONITOR.note_fit(train_x.size(-2), unwrap_scale_kernel(self.covar_module).root_dim, train_x.size(-1))
+        REFIT_MONITOR.note_fit(train_x.size(-2), root_columns(self.covar_module), train_x.size(-1))
         if optimizer is None and closure is None:
             options = {name: kwargs[name] for name in FIT_MLL_OPTIONS if name in kwargs}
             return fit_mll(mll, **options)
@@ -197,7 +197,7 @@ def _transformed_dim(train_X: Tensor, input_transform: InputTransform | None) ->
 
 
 def _check_covar_module(covar_module: Module, batch_shape: torch.Size) -> None:
-    if not is_feature_kernel(covar_module):
+    if not is_feature_expression(covar_module):
         raise TypeError(
             f"RandomFeatureSingleTaskGP needs a gprf random-feature covar_module (optionally in ScaleKernel); "
             f"{type(unwrap_scale_kernel(covar_module)).__name__} has no finite feature map. Use "

@@ -121,7 +121,8 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
                 LowRankStructureWarning,
                 stacklevel=2,
             )
-        return super().to_dense()
+        # The inner covariance's own dense evaluation would warn again, about kernel products.
+        return self._linear_op._dense() + self._diag_tensor.to_dense()
 
     def add_diagonal(self, diag: Tensor) -> FeatureRootAddedDiagLinearOperator:
         return FeatureRootAddedDiagLinearOperator(self._linear_op, self._diag_tensor.add_diagonal(diag))

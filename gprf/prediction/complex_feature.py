@@ -41,6 +41,7 @@ class ComplexFeaturePredictionStrategy(FeatureSpacePredictionStrategy):
     """
 
     points_route = False  # the complex posterior is not the real-root one the points route computes
+    adopts_root_posterior = False  # its capacitance is of the complex features
 
     def _weight_features(self, root: FeatureRoot) -> Tensor:
         columns = root.num_columns

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import warnings
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from gpytorch import settings
@@ -88,12 +89,37 @@ class FeatureSpacePredictionStrategy(RefreshingPredictionStrategy):
     """
 
     #: Whether predictions may take the points route (real features; subclasses with other features switch it off).
-    points_route = True
+    points_route: ClassVar[bool] = True
 
     def __init__(self, train_inputs, train_prior_dist, train_labels, likelihood, root=None, inv_root=None) -> None:
         super().__init__(train_inputs, train_prior_dist, train_labels, likelihood, root=root, inv_root=inv_root)
         # Fantasy strategies carry a weight posterior updated from their parent's and keep to the features route.
         self._fixed_route: str | None = None
+
+    #: Whether the training cache is the weight posterior of the root itself, so a posterior formed elsewhere from
+    #: the same rows can stand in for it (:meth:`adopt_posterior`); strategies that factor other features of the
+    #: rows (complex features, re-centred roots) say no.
+    adopts_root_posterior: ClassVar[bool] = True
+    _adopted: WeightSpacePosterior | None = None
+
+    def adopt_posterior(self, posterior: WeightSpacePosterior) -> bool:
+        r"""Use ``posterior`` as the training cache instead of forming :math:`\Phi^\top\Sigma^{-1}\Phi` again;
+        returns whether this strategy takes it (:attr:`adopts_root_posterior`).
+
+        ``posterior`` must be the one this strategy would build now, from the same rows, hyperparameters and
+        feature draws (:func:`gprf.fit_mll` hands over the one its exact refit formed). It carries no autograd
+        graph, so it is used by a prediction under GPyTorch's default ``detach_test_caches``; otherwise, and once
+        the kernel or the likelihood changed after this strategy was built (:meth:`refresh_if_stale`), the
+        strategy builds its own.
+        """
+        if not self.adopts_root_posterior:
+            return False
+        self._adopted = posterior
+        return True
+
+    def _forget_caches(self) -> None:
+        self._adopted = None
+        super()._forget_caches()
 
     def _weight_features(self, root: FeatureRoot) -> Tensor:
         """The features of the weight-space model (without the amplitude), in the factor dtype."""
@@ -124,6 +150,9 @@ class FeatureSpacePredictionStrategy(RefreshingPredictionStrategy):
     @cached(name="weight_space_posterior")
     def weight_space_posterior(self) -> WeightSpacePosterior | None:
         """The weight posterior, or ``None`` when the training covariance is not a feature root plus noise."""
+        adopted, self._adopted = self._adopted, None
+        if adopted is not None and settings.detach_test_caches.on():
+            return adopted
         train = feature_root(self.lik_train_train_covar)
         if train is None or train.noise is None:
             return None
