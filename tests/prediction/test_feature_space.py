@@ -87,11 +87,12 @@ def test_skip_posterior_variances(data64):
     torch.testing.assert_close(skipped.mean, full.mean)
 
 
-def test_detach_test_caches_controls_hyperparameter_gradients(data64):
+@pytest.mark.parametrize("route", ["features", "points"])
+def test_detach_test_caches_controls_hyperparameter_gradients(route, data64):
     x, y = data64
     model = make_model(x, y).eval()
     test_x = x[:6] + 0.03
-    with gpytorch.settings.detach_test_caches(False):
+    with gpytorch.settings.detach_test_caches(False), gprf.settings.covariance_route(route):
         model(test_x).mean.sum().backward()
     grad = model.covar_module.raw_outputscale.grad.clone()
     model.zero_grad()
@@ -101,8 +102,10 @@ def test_detach_test_caches_controls_hyperparameter_gradients(data64):
 
     model.zero_grad()
     model.prediction_strategy = None
-    model(test_x)  # builds detached caches (the default)
-    assert model.prediction_strategy.weight_space_posterior.mean.grad_fn is None
+    with gprf.settings.covariance_route(route):
+        model(test_x)  # builds detached caches (the default)
+    cache = f"{'weight' if route == 'features' else 'points'}_space_posterior"
+    assert getattr(model.prediction_strategy, cache).mean.grad_fn is None
 
 
 def test_gradients_reach_test_inputs(data64):
@@ -261,20 +264,23 @@ CHANGES = {
 }
 
 
+@pytest.mark.parametrize("route", ["features", "points"])
 @pytest.mark.parametrize("change", CHANGES)
-def test_predictions_follow_changes_made_in_eval_mode(change, data64):
+def test_predictions_follow_changes_made_in_eval_mode(change, route, data64):
     """A changed hyperparameter or feature draw rebuilds the training cache at the next prediction: the answer is
     the weight-space posterior of the model as it is now (GPyTorch's own exact GP would reuse the old cache)."""
     x, y = data64
     model = make_model(x, y).eval()
     test_x = x[:5] + 0.1
-    before = model(test_x).mean
-    posterior = model.prediction_strategy.weight_space_posterior
-    model(test_x)
-    assert model.prediction_strategy.weight_space_posterior is posterior  # unchanged model: the cache is kept
-    CHANGES[change](model)
-    mean, covariance = weight_space_prediction(model, x, y, test_x, model.likelihood.noise.expand(80))
-    prediction = model(test_x)
+    cache = f"{'weight' if route == 'features' else 'points'}_space_posterior"
+    with gprf.settings.covariance_route(route):
+        before = model(test_x).mean
+        posterior = getattr(model.prediction_strategy, cache)
+        model(test_x)
+        assert getattr(model.prediction_strategy, cache) is posterior  # unchanged model: the cache is kept
+        CHANGES[change](model)
+        mean, covariance = weight_space_prediction(model, x, y, test_x, model.likelihood.noise.expand(80))
+        prediction = model(test_x)
     torch.testing.assert_close(prediction.mean, mean, rtol=0, atol=1e-8)
     torch.testing.assert_close(prediction.covariance_matrix, covariance, rtol=0, atol=1e-8)
     assert (prediction.mean - before).abs().max() > 1e-3  # the change mattered
@@ -503,3 +509,22 @@ def test_fantasies_of_a_points_route_model_condition_in_feature_space():
         expected = reference.eval()(test_x)
         torch.testing.assert_close(posterior.mean[j], expected.mean, rtol=0, atol=1e-8)
         torch.testing.assert_close(posterior.covariance_matrix[j], expected.covariance_matrix, rtol=0, atol=1e-8)
+
+
+def test_float32_models_take_the_points_route_in_the_factor_dtype():
+    # Both routes factor in float64 from the same float32 features (agreeing to ~1e-12) and round the answer to float32
+    # once: at most one float32 ulp (2^-23 relative) apart, plus an absolute floor for entries near zero.
+    results = {}
+    for route in ROUTES:
+        model, x, y = _few_points_model()
+        model = model.float().eval()
+        test_x = torch.rand(6, 3, generator=torch.Generator().manual_seed(6)).float()
+        with gprf.settings.covariance_route(route), _spy("gprf.linalg.points_factor.checked_cholesky") as cholesky:
+            posterior = model(test_x)
+        assert cholesky.called == (route == "points")
+        if route == "points":
+            assert cholesky.call_args.args[0].dtype == torch.float64
+        results[route] = (posterior.mean, posterior.covariance_matrix)
+        assert posterior.mean.dtype == torch.float32
+    for points, features in zip(results["points"], results["features"], strict=True):
+        torch.testing.assert_close(points, features, rtol=2**-23, atol=1e-9)
