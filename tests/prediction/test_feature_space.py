@@ -493,22 +493,36 @@ def test_forcing_the_points_route_beyond_its_memory_bound_names_the_setting():
             gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)(model(x), y)
 
 
-def test_fantasies_of_a_points_route_model_condition_in_feature_space():
+@pytest.mark.parametrize("route", ["auto", "points", "features"])
+def test_fantasies_condition_in_the_route_chosen_and_equal_refits(route):
     model, x, y = _few_points_model()
     model.eval()
     test_x = torch.rand(5, 3, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
     new_x = torch.rand(2, 3, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
     new_y = torch.randn(3, 2, generator=torch.Generator().manual_seed(10), dtype=torch.float64)
-    model(test_x)  # the points-route caches
-    fantasy = model.get_fantasy_model(new_x, new_y)
-    posterior = fantasy(test_x)
-    assert fantasy.prediction_strategy.prediction_route(5, 64) == "features"
+    more_x = torch.rand(3, 1, 3, generator=torch.Generator().manual_seed(11), dtype=torch.float64)  # one per fantasy
+    more_y = torch.randn(3, 1, generator=torch.Generator().manual_seed(12), dtype=torch.float64)
+    with gprf.settings.covariance_route(route):
+        model(test_x)
+        fantasy = model.get_fantasy_model(new_x, new_y)  # shared inputs, 3 fantasies
+        posterior = fantasy(test_x)
+        chained = fantasy.get_fantasy_model(more_x, more_y)  # a fantasy of the fantasy, its own input per fantasy
+        chained_posterior = chained(test_x)
+    expected_route = "features" if route == "features" else "points"  # 20 + 2 points, 64 features: points
+    assert fantasy.prediction_strategy.prediction_route(5, 64) == expected_route
+    assert chained.prediction_strategy.prediction_route(5, 64) == expected_route
     reference, _, _ = _few_points_model()
     for j in range(3):
         reference.set_train_data(torch.cat([x, new_x]), torch.cat([y, new_y[j]]), strict=False)
         expected = reference.eval()(test_x)
         torch.testing.assert_close(posterior.mean[j], expected.mean, rtol=0, atol=1e-8)
         torch.testing.assert_close(posterior.covariance_matrix[j], expected.covariance_matrix, rtol=0, atol=1e-8)
+        reference.set_train_data(torch.cat([x, new_x, more_x[j]]), torch.cat([y, new_y[j], more_y[j]]), strict=False)
+        expected = reference.eval()(test_x)
+        torch.testing.assert_close(chained_posterior.mean[j], expected.mean, rtol=0, atol=1e-8)
+        torch.testing.assert_close(
+            chained_posterior.covariance_matrix[j], expected.covariance_matrix, rtol=0, atol=1e-8
+        )
 
 
 def test_float32_models_take_the_points_route_in_the_factor_dtype():
