@@ -118,7 +118,7 @@ class FeatureSpacePredictionStrategy(RefreshingPredictionStrategy):
 
     def __init__(self, train_inputs, train_prior_dist, train_labels, likelihood, root=None, inv_root=None) -> None:
         super().__init__(train_inputs, train_prior_dist, train_labels, likelihood, root=root, inv_root=inv_root)
-        # Fantasy strategies carry a weight posterior updated from their parent's and keep to the features route.
+        # Fantasy strategies carry their parent's posterior, updated, and keep its route.
         self._fixed_route: str | None = None
 
     #: Whether the training cache is the weight posterior of the root itself, so a posterior formed elsewhere from
@@ -162,7 +162,7 @@ class FeatureSpacePredictionStrategy(RefreshingPredictionStrategy):
         return self.__class__(**kwargs)
 
     @staticmethod
-    def _check_features_unchanged(root: FeatureRoot, posterior: WeightSpacePosterior) -> None:
+    def _check_features_unchanged(root: FeatureRoot, posterior: WeightSpacePosterior | PointsSpacePosterior) -> None:
         if root.versions != posterior.feature_versions:
             raise RuntimeError(
                 "The random features changed (resample_features() or load_state_dict()) after this model's "
@@ -186,11 +186,7 @@ class FeatureSpacePredictionStrategy(RefreshingPredictionStrategy):
             factor, rhs = train.factor(residual.unsqueeze(-1), features=self._training_features(train))
             rhs = rhs.squeeze(-1)
             posterior = WeightSpacePosterior(factor, rhs, _solve_vector(factor, rhs), train.versions)
-        if posterior.mean.grad_fn is not None:
-            # Drop the cache after a backward pass through it, as GPyTorch does for its own caches.
-            wrapper = functools.partial(clear_cache_hook, self)
-            functools.update_wrapper(wrapper, clear_cache_hook)
-            posterior.mean.grad_fn.register_hook(wrapper)
+        self._clear_after_backward(posterior.mean)
         return posterior
 
     @property
@@ -208,11 +204,15 @@ class FeatureSpacePredictionStrategy(RefreshingPredictionStrategy):
             targets = factor.whiten(residual.to(whitened.dtype))
             mean = (whitened.mT @ targets).squeeze(-1)
             posterior = PointsSpacePosterior((whitened,), (targets.squeeze(-1),), mean, train.versions)
-        if posterior.mean.grad_fn is not None:
+        self._clear_after_backward(posterior.mean)
+        return posterior
+
+    def _clear_after_backward(self, cache: Tensor) -> None:
+        """Drop the caches after a backward pass through ``cache`` (one with a graph), as GPyTorch does for its own."""
+        if cache.grad_fn is not None:
             wrapper = functools.partial(clear_cache_hook, self)
             functools.update_wrapper(wrapper, clear_cache_hook)
-            posterior.mean.grad_fn.register_hook(wrapper)
-        return posterior
+            cache.grad_fn.register_hook(wrapper)
 
     def prediction_route(self, num_test: int, num_columns: int) -> str:
         """The route of a prediction at ``num_test`` points with a root of ``num_columns`` columns
