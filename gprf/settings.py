@@ -119,8 +119,9 @@ class weight_space_solver(_Setting):
     preconditioned conjugate gradients and estimates :math:`\log\det C` by stochastic Lanczos quadrature
     (:func:`gprf.linalg.cg_inv_quad_logdet`, :math:`O(\text{iterations}\cdot F^2)`): the log-determinant and its
     gradient become estimates (see :doc:`/large_scale`). ``"auto"`` (default) takes CG from ``auto_threshold``
-    features on and the Cholesky factor below. Either route is only used with at least as many training points as
-    features; with fewer, :math:`K` is factored as an :math:`N\times N` matrix.
+    features on and the Cholesky factor below. Either is only used where the marginal likelihood takes the features
+    route (:class:`covariance_route`: by default with at least as many training points as features); with fewer,
+    :math:`K` is factored as an :math:`N\times N` matrix.
 
     Args:
         solver: ``"auto"``, ``"cholesky"`` or ``"cg"``.
