@@ -22,7 +22,8 @@ The constants are the defaults of the function's arguments; the closed-loop Baye
 
 A model refitted at every iteration of a loop with far more features than the rule asks for (e.g. BoTorch's default
 of earlier gprf versions, 1024 features at 40 points) pays for them at every fit and acquisition:
-:class:`RefitMonitor` warns once (:class:`~gprf.exceptions.OversizedFeaturesWarning`) at the second such fit.
+:class:`RefitMonitor` warns once (:class:`~gprf.exceptions.OversizedFeaturesWarning`) when a second such model is
+trained, whatever the model class (a plain ``SingleTaskGP`` with a gprf kernel too).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import math
 import threading
 import warnings
+import weakref
 
 from gprf.exceptions import OversizedFeaturesWarning
 
@@ -84,30 +86,40 @@ def is_oversized(num_points: int, num_features: int, num_dims: int) -> bool:
 
 
 class RefitMonitor:
-    """Counts fits of oversized models (:func:`is_oversized`) and warns once, at the second: one fit may be a one-off,
-    two are a loop that refits every iteration. gprf's models report their fits to :data:`REFIT_MONITOR`."""
+    """Counts the oversized kernels (:func:`is_oversized`) evaluated for training, and warns once, at the second: one
+    model may be a one-off, two are a loop that builds and refits a model every iteration. gprf's feature kernels
+    report each evaluation of their training covariance with gradients (a marginal likelihood's) to
+    :data:`REFIT_MONITOR`, whichever model holds them; the kernels are held weakly."""
 
     def __init__(self) -> None:
-        self._oversized_fits = 0
+        # Weakly held, to count each kernel once while it lives (a loop drops each iteration's model for the next).
+        self._seen: weakref.WeakSet = weakref.WeakSet()
+        self._count = 0
+        self._warned = False
         self._lock = threading.Lock()
 
-    def note_fit(self, num_points: int, num_features: int, num_dims: int) -> None:
-        """Record a fit of a model with ``num_features`` features on ``num_points`` points in ``num_dims``
-        dimensions."""
-        if not is_oversized(num_points, num_features, num_dims):
+    def note_fit(self, kernel: object, num_points: int, num_features: int, num_dims: int) -> None:
+        """Record a training evaluation of ``kernel`` with ``num_features`` features on ``num_points`` points in
+        ``num_dims`` dimensions."""
+        if self._warned or not is_oversized(num_points, num_features, num_dims):
             return
         with self._lock:
-            self._oversized_fits += 1
-            warn = self._oversized_fits == 2
+            if kernel not in self._seen:
+                self._seen.add(kernel)
+                self._count += 1
+            warn = self._count == 2 and not self._warned
+            self._warned = self._warned or warn
         if warn:
+            self._seen.clear()
             suggested = suggest_num_features(num_points, num_dims)
             warnings.warn(
-                f"Refitting a model with {num_features} random features on {num_points} points in {num_dims} "
-                f"dimension(s), again: every fit and acquisition pays for features that {num_points} points do not "
-                f"need. gprf.suggest_num_features({num_points}, {num_dims}) = {suggested}; build the model with "
-                "RandomFeatureSingleTaskGP(..., num_features='auto') to size it at every iteration. (Shown once.)",
+                f"A second model with {num_features} random features on {num_points} points in {num_dims} "
+                f"dimension(s) is being trained: in a loop that refits every iteration, every fit and acquisition pays "
+                f"for features that {num_points} points do not need. gprf.suggest_num_features({num_points}, "
+                f"{num_dims}) = {suggested}; RandomFeatureSingleTaskGP(..., num_features='auto') sizes its kernel so "
+                "at every iteration. (Shown once.)",
                 OversizedFeaturesWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
 
 

@@ -56,16 +56,22 @@ def test_oversized_means_more_than_twice_the_rule_and_the_points():
     assert is_oversized(1000, 2002, 1) and not is_oversized(1000, 2000, 1)  # the points, not the rule, bound it
 
 
-def test_the_monitor_warns_once_at_the_second_oversized_fit():
+class _Kernel:
+    """A stand-in for a kernel object (the monitor holds them weakly)."""
+
+
+def test_the_monitor_warns_once_at_the_second_oversized_kernel():
     monitor = RefitMonitor()
+    first, second, third = _Kernel(), _Kernel(), _Kernel()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        monitor.note_fit(40, 192, 6)  # sized by the rule: never counted
-        monitor.note_fit(40, 192, 6)
-        monitor.note_fit(40, 1024, 6)
-        assert not caught  # one fit may be a one-off
-        monitor.note_fit(41, 1024, 6)
-        monitor.note_fit(42, 1024, 6)
+        monitor.note_fit(first, 40, 192, 6)  # sized by the rule: never counted
+        monitor.note_fit(second, 40, 192, 6)
+        monitor.note_fit(first, 40, 1024, 6)
+        monitor.note_fit(first, 40, 1024, 6)  # the same model evaluated again (an optimiser's steps)
+        assert not caught  # one model may be a one-off
+        monitor.note_fit(second, 41, 1024, 6)
+        monitor.note_fit(third, 42, 1024, 6)
     assert [type(w.message) for w in caught] == [OversizedFeaturesWarning]
     assert "suggest_num_features(41, 6) = 192" in str(caught[0].message)
     assert "num_features='auto'" in str(caught[0].message)

@@ -27,8 +27,8 @@ from gprf.botorch.features import check_pathwise_kernel
 from gprf.distributions import MultivariateNormal
 from gprf.features import FeatureMapBase
 from gprf.fitting.recipe import FIT_MLL_OPTIONS, fit_mll
-from gprf.kernels import RandomFourierKernel, is_feature_expression, root_columns, unwrap_scale_kernel
-from gprf.sizing import REFIT_MONITOR, suggest_num_features
+from gprf.kernels import RandomFourierKernel, is_feature_expression, unwrap_scale_kernel
+from gprf.sizing import suggest_num_features
 
 
 class RandomFeatureSingleTaskGP(SingleTaskGP):
@@ -165,16 +165,11 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
         """How BoTorch's ``fit_gpytorch_mll`` fits this model: :func:`gprf.fit_mll` (nested small-``F`` tuning on a
         row subsample, exact scale refit; L-BFGS then the exact refit for small problems).
 
-        A model with far more features than its points need, fitted again and again, warns once
-        (:class:`gprf.sizing.RefitMonitor`).
-
         ``fit_gpytorch_mll`` hands its keyword arguments over: those of :func:`gprf.fit_mll` (``time_budget``,
         ``tune_features``, ``tune_rows``, ``progress``, ...) are used, the others ignored, as BoTorch ignores
         unexpected keywords. An explicit ``optimizer`` or ``closure`` runs BoTorch's generic route instead: the
         optimizer (default ``fit_gpytorch_mll_scipy``) on the closure (default ``get_loss_closure_with_grads``).
         """
-        (train_x,) = self.train_inputs
-        REFIT_MONITOR.note_fit(train_x.size(-2), root_columns(self.covar_module), train_x.size(-1))
         if optimizer is None and closure is None:
             options = {name: kwargs[name] for name in FIT_MLL_OPTIONS if name in kwargs}
             return fit_mll(mll, **options)

@@ -22,6 +22,7 @@ from gprf.linalg.deferred_root_transpose_operator import DeferredRootTransposeLi
 from gprf.linalg.root_algebra import same_tensor as same_inputs
 from gprf.prediction import FeatureSpacePredictionStrategy
 from gprf.settings import feature_chunk_size
+from gprf.sizing import REFIT_MONITOR
 
 
 def unwrap_scale_kernel(kernel: Kernel) -> Kernel:
@@ -92,6 +93,8 @@ class FeatureKernel(VisibleWrites, Kernel, ABC):
             )
         same = same_inputs(x1, x2)
         if same and not diag:
+            if self.training and torch.is_grad_enabled():  # a training evaluation, e.g. a marginal likelihood's
+                REFIT_MONITOR.note_fit(self, x1.size(-2), self.root_dim, x1.size(-1))
             chunk_size = feature_chunk_size.rows(x1.size(-2), self.root_dim)
             if chunk_size is not None:  # large N F: the marginal likelihood sums over row chunks, never forming R
                 return self.root_operator(x1, self.lazy_features(x1, chunk_size))

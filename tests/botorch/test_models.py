@@ -92,20 +92,33 @@ def test_default_number_of_features_follows_the_rule_on_the_transformed_inputs()
         RandomFeatureSingleTaskGP(x, x.sum(-1, keepdim=True), num_features=0)
 
 
-def test_refitting_oversized_models_warns_once():
+@pytest.mark.parametrize("plain", [False, True])
+def test_refitting_oversized_models_warns_once(plain):
+    from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
+
+    from gprf import random_features
+
     x = torch.rand(20, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     y = torch.sin(5 * x).sum(-1, keepdim=True)
+
+    def model_on(n: int, num_features: int | str):
+        if not plain:
+            return RandomFeatureSingleTaskGP(x[:n], y[:n], num_features=num_features, seed=0)
+        size = suggest_num_features(n, 3) if num_features == "auto" else num_features
+        kernel = random_features(get_covar_module_with_dim_scaled_prior(ard_num_dims=3), size, seed=0).double()
+        return SingleTaskGP(x[:n], y[:n], covar_module=kernel)
+
     monitor = RefitMonitor()  # a fresh count, whatever other tests fitted
     options = {"optimizer_kwargs": {"options": {"maxiter": 2}}}
-    with mock.patch("gprf.botorch.models.REFIT_MONITOR", monitor), warnings.catch_warnings(record=True) as caught:
+    with mock.patch("gprf.kernels.feature_kernel.REFIT_MONITOR", monitor), warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        for n in (18, 19, 20):  # a loop: a new model on more points at every iteration, 512 features each time
-            model = RandomFeatureSingleTaskGP(x[:n], y[:n], num_features=512, seed=0)
-            fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model), **options)
-        sized = RandomFeatureSingleTaskGP(x, y)  # the rule's size never counts
+        sized = model_on(20, "auto")  # the rule's size never counts
         fit_gpytorch_mll(ExactMarginalLogLikelihood(sized.likelihood, sized), **options)
-    oversized = [w for w in caught if issubclass(w.category, OversizedFeaturesWarning)]
-    assert len(oversized) == 1 and "512 random features on 19 points" in str(oversized[0].message)
+        for n in (18, 19, 20):  # a loop: a new model on more points at every iteration, 512 features each time
+            model = model_on(n, 512)
+            fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model), **options)
+    oversized = [item for item in w if issubclass(item.category, OversizedFeaturesWarning)]
+    assert len(oversized) == 1 and "A second model with 512 random features on 19 points" in str(oversized[0].message)
 
 
 def test_transformed_input_dimension_sizes_the_kernel():
