@@ -20,8 +20,9 @@ refit oversized models.
 The constants are the defaults of the function's arguments; the closed-loop Bayesian-optimisation benchmark
 (``python -m benchmarks --what small-bo``) compares models sized by the rule with the exact GP.
 
-A model refitted at every iteration of a loop with far more features than the rule asks for (e.g. BoTorch's default
-of earlier gprf versions, 1024 features at 40 points) pays for them at every fit and acquisition:
+A model refitted at every iteration of a loop with far more features than the rule asks for (e.g. the 1024 features
+that ``RandomFeatureSingleTaskGP`` took by default before the rule, at 40 points) pays for them at every fit and
+acquisition:
 :class:`RefitMonitor` warns once (:class:`~gprf.exceptions.OversizedFeaturesWarning`) when a second such model is
 trained, whatever the model class (a plain ``SingleTaskGP`` with a gprf kernel too).
 """
