@@ -10,7 +10,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from gprf._checks import check_choice, check_features_input, check_positive_int
+from gprf._checks import check_choice, check_features_input, check_generator, check_positive_int
 from gprf.features.nested import member_segments, new_streams, next_draw_version, observe_draw_version
 
 
@@ -69,7 +69,7 @@ class FeatureMapBase(torch.nn.Module, ABC):
 
     # ------------------------------------------------------------------ randomness
     def _generator(self, generator: torch.Generator | None = None) -> torch.Generator:
-        if generator is not None:
+        if check_generator(generator) is not None:
             return generator
         if self.seed is not None:
             return torch.Generator().manual_seed(self.seed)

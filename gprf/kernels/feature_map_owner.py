@@ -178,6 +178,15 @@ class FeatureMapOwner(ABC):
                 f"but got inputs of shape {tuple(x.shape)}; pass inputs of shape (..., n, "
                 f"{self.feature_map.input_dim}) or build the kernel with num_dims={x.size(-1)}."
             )
+        try:
+            torch.broadcast_shapes(x.shape[:-2], self.batch_shape)
+        except RuntimeError:
+            raise ValueError(
+                f"{type(self).__name__} has batch_shape {tuple(self.batch_shape)}, which does not broadcast with the "
+                f"batch dimensions {tuple(x.shape[:-2])} of inputs of shape {tuple(x.shape)}; pass inputs of shape "
+                f"(*batch, n, d) with batch broadcasting to {tuple(self.batch_shape)}, or build the kernel with a "
+                "matching batch_shape."
+            ) from None
         return x / self.lengthscale if self.has_lengthscale else x
 
     def resample_features(self, generator: torch.Generator | None = None) -> None:
