@@ -95,7 +95,10 @@ def _npz_bytes(**arrays) -> bytes:
         (_npz_bytes(x=np.array([["a", "b"]] * 3), y=np.ones(3)), "array 'x' has dtype <U1, not real numbers"),
         (_npz_bytes(x=np.ones((3, 2)), y=np.ones(4)), r"has x of shape \(3, 2\) and y of shape \(4,\)"),
         (_npz_bytes(x=np.ones((3, 2))), r"lacks array\(s\) y"),
-        (_npz_bytes(x=np.ones((3, 2), dtype=np.longdouble) * np.longdouble("1e400"), y=np.ones(3)), "beyond the float64"),
+        (
+            _npz_bytes(x=np.ones((3, 2), dtype=np.longdouble) * np.longdouble("1e400"), y=np.ones(3)),
+            "beyond the float64",
+        ),
     ],
 )
 def test_bad_npz_files_are_errors_naming_the_file(tmp_path, content, message):

@@ -94,5 +94,8 @@ def test_statistics_are_summed_in_float64_for_a_float32_model():
     statistics = StreamingFit.from_model(model).update(X.float(), Y.float()).statistics
     assert statistics.gram.dtype == torch.float64
     torch.testing.assert_close(
-        statistics.log_marginal_likelihood(), _fit().update(X, Y).statistics.log_marginal_likelihood(), rtol=1e-5, atol=0
+        statistics.log_marginal_likelihood(),
+        _fit().update(X, Y).statistics.log_marginal_likelihood(),
+        rtol=1e-5,
+        atol=0,
     )

@@ -42,9 +42,7 @@ FAMILIES = {
     "additive": lambda: AdditiveFeatureKernel(4, num_dims=D, order=2, seed=SEED),
 }
 _COORDINATES = st.floats(min_value=-2.0, max_value=2.0, allow_nan=False, width=64)
-_POINTS = st.integers(min_value=1, max_value=12).flatmap(
-    lambda n: hnp.arrays("float64", (n, D), elements=_COORDINATES)
-)
+_POINTS = st.integers(min_value=1, max_value=12).flatmap(lambda n: hnp.arrays("float64", (n, D), elements=_COORDINATES))
 _LENGTHSCALES = st.floats(min_value=0.05, max_value=50.0)
 
 #: Examples of each unbiasedness property (sizes the Bonferroni bound over all of them).
@@ -106,4 +104,6 @@ def test_the_gaussian_sketch_is_unbiased_within_its_closed_form_variance(data, d
     random = variance > 1e-12  # a zero point gives k = 0 exactly
     torch.testing.assert_close(samples[:, ~random], c[~random].pow(degree).expand_as(samples[:, ~random]))
     if bool(random.any()):
-        assert_unbiased(samples[:, random], c[random].pow(degree), variance[random], false_alarm=1e-6 / UNBIASED_EXAMPLES)
+        assert_unbiased(
+            samples[:, random], c[random].pow(degree), variance[random], false_alarm=1e-6 / UNBIASED_EXAMPLES
+        )

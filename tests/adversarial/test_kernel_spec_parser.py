@@ -63,8 +63,23 @@ def test_a_kernel_spec_error_is_a_value_error_with_the_detail_for_argparse():
 
 
 _TOKENS = st.sampled_from(
-    ["rbf", "matern12", "matern52", "linear", "poly2", "poly3", "additive(rbf)", "+", "*", "(", ")", "[0:2]", "[1,3]",
-     "[3]", "[0:4]"]
+    [
+        "rbf",
+        "matern12",
+        "matern52",
+        "linear",
+        "poly2",
+        "poly3",
+        "additive(rbf)",
+        "+",
+        "*",
+        "(",
+        ")",
+        "[0:2]",
+        "[1,3]",
+        "[3]",
+        "[0:4]",
+    ]
 )
 
 

@@ -56,7 +56,11 @@ RANDOM_FAMILIES = {name: build for name, build in FAMILIES.items() if name != "l
         (lambda: RandomFourierKernel(-2, num_dims=3), ValueError, "num_features must be a positive integer, got -2"),
         (lambda: RandomFourierKernel(3, num_dims=3), ValueError, "must be even .* use 4"),
         (lambda: RandomFourierKernel(2.0, num_dims=3), ValueError, "num_features must be a positive integer, got 2.0"),
-        (lambda: RandomFourierKernel(True, num_dims=3), ValueError, "num_features must be a positive integer, got True"),
+        (
+            lambda: RandomFourierKernel(True, num_dims=3),
+            ValueError,
+            "num_features must be a positive integer, got True",
+        ),
         (lambda: RandomFourierKernel(8, num_dims=0), ValueError, "num_dims must be a positive integer, got 0"),
         (lambda: RandomFourierKernel(8, num_dims=-1), ValueError, "num_dims must be a positive integer, got -1"),
         (lambda: RandomFourierKernel(8), ValueError, "needs the input dimension .* pass num_dims=d"),

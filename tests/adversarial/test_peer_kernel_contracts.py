@@ -48,7 +48,9 @@ class TestFeatureSumKernel(FeatureKernelTestCase, unittest.TestCase):
         num_dims = num_dims_of(kwargs, 2)
         active_dims = kwargs.pop("active_dims", None)
         parts = (
-            ScaleKernel(RandomFourierKernel(32, num_dims=num_dims, seed=SEED, active_dims=active_dims, **kwargs), **kwargs),
+            ScaleKernel(
+                RandomFourierKernel(32, num_dims=num_dims, seed=SEED, active_dims=active_dims, **kwargs), **kwargs
+            ),
             MaclaurinKernel(16, num_dims=num_dims, seed=SEED + 1, active_dims=active_dims, **kwargs),
         )
         return FeatureSumKernel(*parts, **kwargs)
@@ -153,7 +155,8 @@ def _public_kernel_classes() -> set[str]:
     return {
         name
         for name in gprf.kernels.__all__
-        if inspect.isclass(getattr(gprf.kernels, name)) and issubclass(getattr(gprf.kernels, name), Kernel)
+        if inspect.isclass(getattr(gprf.kernels, name))
+        and issubclass(getattr(gprf.kernels, name), Kernel)
         or name == "FeatureMapOwner"
     }
 

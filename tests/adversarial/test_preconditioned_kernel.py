@@ -58,7 +58,9 @@ def test_a_generator_argument_that_is_not_a_generator_names_the_fix(precondition
 def test_non_finite_inputs_are_refused_naming_the_rows(bad):
     x = X[:5].clone()
     x[3, 1] = bad
-    with pytest.raises(ValueError, match=r"PreconditionedKernel received NaN or infinite inputs in 1 of 5 rows \(rows 3\)"):
+    with pytest.raises(
+        ValueError, match=r"PreconditionedKernel received NaN or infinite inputs in 1 of 5 rows \(rows 3\)"
+    ):
         _kernel()(x).to_dense()
     with pytest.raises(ValueError, match="NaN or infinite"):
         _kernel()(X[:2], x).to_dense()

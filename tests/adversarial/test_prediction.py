@@ -84,25 +84,27 @@ def test_a_change_seen_by_gprf_rebuilds_the_cache(change):
     torch.testing.assert_close(_predict(model, x), _predict(reference, x), rtol=1e-10, atol=1e-12)
 
 
+def _set_with_gpytorch_setter(model, change):
+    if change == "outputscale":
+        model.covar_module.outputscale = 3.0
+    else:
+        model.likelihood.noise = 0.5
+
+
 @pytest.mark.parametrize("change", ["outputscale", "noise"])
 def test_gpytorch_setters_write_past_the_version_counters_as_documented(change):
     """GPyTorch's own setters write through ``.data``; the documented fix is train() then eval()."""
     model, x = _model(), _test_points()
     before = _predict(model, x)
-    if change == "outputscale":
-        model.covar_module.outputscale = 3.0
-    else:
-        model.likelihood.noise = 0.5
+    _set_with_gpytorch_setter(model, change)
     reference = _model()
-    setattr(reference.covar_module if change == "outputscale" else reference.likelihood, change, getattr(
-        model.covar_module if change == "outputscale" else model.likelihood, change
-    ).detach())
+    _set_with_gpytorch_setter(reference, change)
     expected = _predict(reference, x)
+    assert not torch.allclose(before[0], expected[0])
     assert not torch.allclose(_predict(model, x)[0], expected[0])  # the documented stale cache
     model.train()
     model.eval()
     torch.testing.assert_close(_predict(model, x), expected, rtol=1e-10, atol=1e-12)
-    assert not torch.allclose(before[0], expected[0])
 
 
 @pytest.mark.parametrize("noise", [1e-2, 1e-4])
