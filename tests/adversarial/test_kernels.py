@@ -254,3 +254,9 @@ def test_the_spherical_kernel_keeps_its_batch_shape_when_indexed():
     assert kernel(x).to_dense().shape == (3, 2, 3, 3)
     assert kernel[1].batch_shape == (2,) and kernel[1, 0].batch_shape == ()
     torch.testing.assert_close(kernel[1, 0](x).to_dense(), kernel(x).to_dense()[1, 0])
+
+
+def test_active_dims_beyond_the_inputs_fail_in_gpytorchs_column_selection_as_documented():
+    kernel = RandomFourierKernel(8, num_dims=2, active_dims=[0, 5], seed=SEED)
+    with pytest.raises(RuntimeError, match="out of DATA bounds|out of range|index"):
+        kernel(torch.randn(4, 3)).to_dense()

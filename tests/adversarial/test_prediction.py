@@ -84,6 +84,20 @@ def test_a_change_seen_by_gprf_rebuilds_the_cache(change):
     torch.testing.assert_close(_predict(model, x), _predict(reference, x), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("write", ["targets", "inputs"])
+def test_in_place_writes_to_the_training_data_rebuild_the_cache(write):
+    model, x = _model(), _test_points()
+    _predict(model, x)
+    with torch.no_grad():
+        if write == "targets":
+            model.train_targets.mul_(2)
+        else:
+            model.train_inputs[0].mul_(0.5)
+    reference = _model()
+    reference.set_train_data(model.train_inputs[0].clone(), model.train_targets.clone(), strict=False)
+    torch.testing.assert_close(_predict(model, x), _predict(reference, x), rtol=1e-10, atol=1e-12)
+
+
 def _set_with_gpytorch_setter(model, change):
     if change == "outputscale":
         model.covar_module.outputscale = 3.0
