@@ -37,7 +37,7 @@ from torch import Size, Tensor
 
 from gprf.botorch.frozen import frozen_copy
 from gprf.botorch.paths import SharedFeatureMatheronPath
-from gprf.botorch.prior import kernel_feature_paths
+from gprf.botorch.prior import check_sample_shape, kernel_feature_paths
 from gprf.botorch.update import check_update_kernel, observation_noise
 from gprf.kernels import root_columns
 from gprf.linalg import FeatureRoot, covariance_root
@@ -63,6 +63,7 @@ def weight_space_matheron_paths(model: ExactGP, sample_shape: Size) -> SharedFea
     (points,) = get_train_inputs(model, transformed=True)
     targets = get_train_targets(model, transformed=True)
     # The outcome untransform applies to the sum of the two paths, not to the prior path alone.
+    sample_shape = check_sample_shape(sample_shape)
     prior_paths = kernel_feature_paths(model, sample_shape, untransform_outcomes=False)
     with torch.no_grad():  # a drawn path keeps its values (gprf.botorch.frozen)
         weights = _update_weights(model, points, targets, prior_paths.weight)
