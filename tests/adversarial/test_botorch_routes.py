@@ -13,11 +13,17 @@ import torch
 pytest.importorskip("botorch")
 
 from botorch.exceptions import BotorchTensorDimensionError, InputDataError
-from botorch.models import SingleTaskGP
+from botorch.models import MultiTaskGP, SingleTaskGP
 from botorch.sampling import SobolQMCNormalSampler
 from botorch.sampling.pathwise import draw_matheron_paths
+from gpytorch.kernels import ScaleKernel
 
-from gprf.botorch import KernelRootFeatureMap, RandomFeatureSingleTaskGP, weight_space_matheron_paths
+from gprf.botorch import (
+    KernelRootFeatureMap,
+    RandomFeatureSingleTaskGP,
+    multitask_matheron_paths,
+    weight_space_matheron_paths,
+)
 from gprf.kernels import RandomFourierKernel
 from gprf.testing import z_bound
 
@@ -190,3 +196,27 @@ def test_a_drawn_path_keeps_its_draw_after_resample_features():
     before = paths(X)
     model.covar_module.resample_features(torch.Generator().manual_seed(3))
     assert torch.equal(paths(X), before)
+
+
+def test_pathwise_entry_points_refuse_an_int_sample_shape():
+    model = _model()
+    model.eval()
+    with pytest.raises(TypeError, match=r"sample_shape must be a torch.Size of sample sizes, e.g. torch.Size\(\[2\]\)"):
+        weight_space_matheron_paths(model, 2)
+
+
+def test_multitask_paths_refuse_a_model_that_is_not_a_multitask_gp():
+    model = _model()
+    model.eval()
+    with pytest.raises(TypeError, match="needs a BoTorch MultiTaskGP, got RandomFeatureSingleTaskGP"):
+        multitask_matheron_paths(model, torch.Size([2]))
+
+
+def test_multitask_paths_of_a_gprf_data_kernel_have_the_sample_and_point_shape():
+    x, y = _data()
+    tasks = torch.arange(16, dtype=torch.float64).remainder(2).unsqueeze(-1)
+    model = MultiTaskGP(
+        torch.cat([x, tasks], -1), y, task_feature=-1, covar_module=ScaleKernel(RandomFourierKernel(16, num_dims=D))
+    ).eval()
+    values = multitask_matheron_paths(model, torch.Size([4]))(torch.cat([x[:5], tasks[:5]], -1))
+    assert values.shape == (4, 5) and bool(values.isfinite().all())
