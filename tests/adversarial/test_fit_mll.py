@@ -8,12 +8,12 @@ import math
 import gpytorch
 import pytest
 import torch
-from gpytorch.kernels import ScaleKernel
+from gpytorch.kernels import RBFKernel, ScaleKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood, LeaveOneOutPseudoLikelihood
 
 import gprf
-from gprf.exceptions import NonFiniteTrainingDataError
-from gprf.kernels import RandomFourierKernel
+from gprf.exceptions import BudgetWarning, NonFiniteTrainingDataError
+from gprf.kernels import PreconditionedKernel, RandomFourierKernel
 from gprf.testing import ExactGPModel, regression_data
 
 
@@ -125,3 +125,49 @@ def test_a_subsample_of_every_row_is_the_full_fit():
         fits.append(torch.cat([p.detach().reshape(-1) for p in mll.parameters()]))
     torch.testing.assert_close(fits[0], fits[1], rtol=0, atol=0)
     torch.testing.assert_close(fits[0], fits[2], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("time_budget", "error", "match"),
+    [
+        (True, TypeError, "time_budget must be positive seconds or None, got bool True"),
+        ("10", TypeError, "time_budget must be positive seconds or None, got str '10'"),
+        (math.inf, None, None),
+    ],
+)
+def test_time_budget_types(time_budget, error, match):
+    if error is None:
+        assert not gprf.fit_mll(_mll(), time_budget=time_budget, tune_steps=2).training
+        return
+    with pytest.raises(error, match=match):
+        gprf.fit_mll(_mll(), time_budget=time_budget)
+
+
+@pytest.mark.parametrize(("grow", "kept"), [("fit", 32), ("full", 256)])
+def test_a_budget_too_short_for_the_refit_warns_and_cuts_or_keeps_the_features(grow, kept):
+    x, y = regression_data(n=300, d=2)
+    mll = _mll(x, y, num_features=256)
+    with pytest.warns(BudgetWarning, match="fit_mll: the exact refit at F = 256 features is estimated at"):
+        gprf.fit_mll(mll, time_budget=1e-3, grow=grow, tune_features=32, tune_steps=2)
+    assert mll.model.covar_module.base_kernel.num_features == kept
+    with torch.no_grad():
+        assert bool(mll.model(x[:3]).mean.isfinite().all())
+
+
+def test_the_exact_route_checks_the_observed_noise_too():
+    x, y = regression_data(n=60, d=2)
+    likelihood = gpytorch.likelihoods.FixedNoiseGaussianLikelihood(torch.full((5,), 0.01, dtype=torch.float64))
+    kernel = PreconditionedKernel(ScaleKernel(RBFKernel(ard_num_dims=2)), 16, seed=0)
+    model = ExactGPModel(x, y, likelihood, kernel).double()
+    with pytest.raises(ValueError, match="holds 5 noise variances but the model has 60 training points"):
+        gprf.fit_mll(ExactMarginalLogLikelihood(likelihood, model))
+
+
+def test_the_exact_route_with_a_tiny_budget_ends_in_eval_mode_at_a_point_that_predicts():
+    x, y = regression_data(n=60, d=2)
+    kernel = PreconditionedKernel(ScaleKernel(RBFKernel(ard_num_dims=2)), 16, seed=0)
+    model = ExactGPModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), kernel).double()
+    mll = gprf.fit_mll(ExactMarginalLogLikelihood(model.likelihood, model), time_budget=1e-3)
+    assert not mll.training
+    with torch.no_grad():
+        assert bool(model(x[:3]).mean.isfinite().all())
