@@ -142,3 +142,22 @@ def test_a_fantasy_model_refuses_predicting_after_a_resample():
     fantasy.covar_module.base_kernel.resample_features(torch.Generator().manual_seed(7))
     with pytest.raises(RuntimeError, match=r"model.train\(\)"):
         _predict(fantasy, x)
+
+
+@pytest.mark.parametrize("noise", [1e-2, 1e-4, 1e-6])
+def test_the_float32_marginal_likelihood_stays_within_the_documented_1e3_of_float64(noise):
+    """At N = 300, F = 64 (documented in the pitfalls: within 1e-3 of its value down to noise 1e-6)."""
+    values = []
+    for dtype in (torch.float32, torch.float64):
+        model = _model(n=300, dtype=dtype, noise=noise, lengthscale=0.3)
+        model.train()
+        x, y = model.train_inputs[0], model.train_targets
+        with torch.no_grad():
+            values.append(float(gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)(model(x), y)))
+    assert abs(values[0] - values[1]) <= 1e-3 * abs(values[1])
+
+
+def test_a_noise_below_the_likelihoods_constraint_is_refused_by_gpytorch():
+    likelihood = gpytorch.likelihoods.GaussianLikelihood()
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        likelihood.noise = 0.0
