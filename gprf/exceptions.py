@@ -66,3 +66,17 @@ class NonFiniteTrainingDataError(ValueError):
 class DenseCovarianceWarning(GPRFWarning):
     """The training covariance of an exact kernel that gprf evaluates lazily (``PreconditionedKernel``) is formed as a
     dense N x N matrix above linear_operator's ``max_cholesky_size`` (correct, but O(N^2) memory and O(N^3) time)."""
+
+
+class ShardMismatchError(ValueError):
+    """The processes of a sharded computation (:mod:`gprf.distributed`) disagree on what they should share: the step
+    they are at, the model's layout (number of features, input dimension, dtype, device type), its random features or
+    hyperparameters. Raised on every process alike, before a sum mixes different models; the message names the
+    processes (ranks) and what differs."""
+
+
+class CollectiveError(TimeoutError):
+    """A collective of :mod:`gprf.distributed` did not complete: a process waited past the process group's timeout
+    for the others, or a peer failed. The message names this process's rank and the step; the process group cannot be
+    used afterwards. Not a ``RuntimeError``, so that code which recovers from numerical failures (``except
+    RuntimeError``) does not swallow it and go on alone."""

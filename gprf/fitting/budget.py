@@ -49,30 +49,44 @@ ACCELERATOR_CUBIC_PROBE_SIZE = 4096
 PREFIX_GRANULE = 64
 
 
+def process_seconds() -> float:
+    """This process's wall clock in seconds (``perf_counter``): the fit's clock when all its rows are here."""
+    return perf_counter()
+
+
 @dataclass
 class FitClock:
-    """Wall clock of a fit that stops while the user's callback runs (so callbacks can evaluate models)."""
+    """Wall clock of a fit that stops while the user's callback runs (so callbacks can evaluate models).
+
+    ``timer``: the clock's readings in seconds. A fit whose rows are sharded over processes passes its placement's
+    (:meth:`gprf.fitting.placement.RowPlacement.now`: one reading for every process), so every process takes the
+    same budget decisions.
+    """
 
     budget: float | None
     callback: Callable[[str, float], None] | None
+    timer: Callable[[], float] = process_seconds
     start: float = 0.0
     paused: float = 0.0
 
     def __post_init__(self) -> None:
-        self.start = perf_counter()
+        self.start = self.now()
+
+    def now(self) -> float:
+        return self.timer()
 
     @property
     def elapsed(self) -> float:
-        return perf_counter() - self.start - self.paused
+        return self.now() - self.start - self.paused
 
     def left(self) -> float:
         return math.inf if self.budget is None else self.budget - self.elapsed
 
     def checkpoint(self, stage: str) -> None:
         if self.callback is not None:
-            begin = perf_counter()
+            begin = self.now()
             self.callback(stage, self.elapsed)
-            self.paused += perf_counter() - begin
+            self.paused += self.now() - begin
 
 
 @dataclass(frozen=True)

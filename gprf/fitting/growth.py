@@ -28,10 +28,15 @@ class FeatureGrowth:
         mll: The marginal likelihood being fitted.
         nested: The feature kernels whose draws the fit cuts to prefixes.
         least: The smallest cap, the tuning stage's (its refit is the fallback when no larger one fits).
+        num_rows: The rows of the refit (:meth:`gprf.fitting.placement.RowPlacement.num_rows`: those of every
+            process when they are sharded, so that every process takes the same decision).
     """
 
-    def __init__(self, mll: ExactMarginalLogLikelihood, nested: Sequence[FeatureMapOwner], least: int | None) -> None:
+    def __init__(
+        self, mll: ExactMarginalLogLikelihood, nested: Sequence[FeatureMapOwner], least: int | None, num_rows: int
+    ) -> None:
         self.mll = mll
+        self.num_rows = num_rows
         self.nested = list(nested)
         self.least = least
         self.largest = max((kernel.num_features for kernel in self.nested), default=0)
@@ -53,7 +58,7 @@ class FeatureGrowth:
     def fit_refit_within(self, cost: RefitCost, clock: FitClock, grow: str, report: Callable[..., None]) -> None:
         """Before the refit: when its estimate at the model's sizes exceeds the time left, warn, and with
         ``grow="fit"`` first cut the nested kernels to the largest cap whose refit fits (for good)."""
-        num_rows = self.mll.model.train_targets.size(-1)
+        num_rows = self.num_rows
         total = self.total(None)
         estimate, left = cost.seconds(num_rows, total), clock.left()
         if estimate <= left:

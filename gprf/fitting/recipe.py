@@ -23,7 +23,6 @@ from __future__ import annotations
 import inspect
 import math
 import sys
-import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from functools import partial
@@ -47,9 +46,10 @@ from gprf.fitting.fit_arguments import (
     resolve_seed,
 )
 from gprf.fitting.growth import FeatureGrowth
-from gprf.fitting.handover import RefitGram, end_with_refit
-from gprf.fitting.row_subsample import subsample_rows, training_rows
-from gprf.fitting.scale_fit import fit_scale_with_sums, supports_exact_scale_fit, training_feature_sums
+from gprf.fitting.handover import RefitGram
+from gprf.fitting.placement import row_placement
+from gprf.fitting.row_subsample import training_rows
+from gprf.fitting.scale_fit import supports_exact_scale_fit, training_feature_sums
 from gprf.fitting.scale_statistics import FeatureSums, ScaleStatistics
 from gprf.kernels.feature_kernel import FeatureKernel
 from gprf.kernels.feature_map_owner import FeatureMapOwner
@@ -124,7 +124,8 @@ def fit_mll(
         ``mll``, in eval mode, at hyperparameters where the model's prediction cache factors. The refit's Gram
         matrix is handed to the model's prediction strategy (:mod:`gprf.fitting.handover`), so the first
         prediction forms only the test points' features; elsewhere (finishing steps after the last refit, other
-        likelihoods, complex or localized posteriors) the check builds the cache once and drops it. When the model
+        likelihoods, complex or localized posteriors, rows sharded over processes: predict from those with
+        :func:`gprf.distributed.sharded_predictor`) the check builds the cache once and drops it. When the model
         cannot predict at the point the fit ends at (its capacitance does not factor numerically), the
         hyperparameters are set back to the last stage where it can, with a
         :class:`~gprf.exceptions.FitFallbackWarning` (:mod:`gprf.fitting.end_point`).
@@ -149,14 +150,15 @@ def fit_mll(
     seed = resolve_seed(seed)
     progress = check_flag(progress, "progress")
     callback = check_callback(callback)
+    placement = row_placement(mll)
+    clock = FitClock(time_budget, callback, placement.now)
     if holds_preconditioned_kernel(model):  # an exact GP: tuned through its random features, then exact steps
         tuning = dict(tune_features=tune_features, tune_rows=tune_rows, tune_steps=tune_steps, seed=seed, grow=grow)
         surrogate = partial(fit_mll, **tuning, lr=lr, progress=progress)
-        steps = ExactSteps(FitClock(time_budget, callback), _reporter(progress), _loss, _project_onto_bounds)
+        steps = ExactSteps(clock, _reporter(progress), _loss, _project_onto_bounds)
         return fit_exact_mll(mll, surrogate, steps, lr=lr, finish_steps=finish_steps)
-    clock = FitClock(time_budget, callback)
     report = _reporter(progress)
-    num_rows = model.train_targets.size(-1)
+    num_rows = placement.num_rows(model)
     nested = _nested_kernels(model, tune_features)
     subsample = tune_rows is not None and num_rows > tune_rows
     small = not nested and not subsample
@@ -166,16 +168,19 @@ def fit_mll(
 
     mll.train()
     checkpoints = [("the start", parameter_values(mll))]
-    growth = FeatureGrowth(mll, nested, tune_features)
+    growth = FeatureGrowth(mll, nested, tune_features, num_rows)
     cost = None
 
     def probe() -> RefitCost:
         total = growth.total(None)
         rows, cap = probe_sizes(num_rows, growth.largest)
-        with growth.capped(cap):  # resized outside the timing
-            return probe_refit_cost(
-                model.train_targets.device, partial(training_feature_sums, mll), _decompose, rows, cap, total
-            )
+
+        def probe_here() -> RefitCost:
+            with growth.capped(cap):  # resized outside the timing
+                form_sums = partial(training_feature_sums, mll)
+                return probe_refit_cost(model.train_targets.device, form_sums, _decompose, rows, cap, total)
+
+        return placement.refit_cost(model, probe_here)
 
     if time_budget is not None and exact_scale_fit and not small:
         begin = clock.elapsed
@@ -188,7 +193,7 @@ def fit_mll(
         reserve = min(estimate, (1 - TUNING_SHARE) * time_budget) + probe_seconds
         report(f"keeping {reserve:.1f} s for the refit (estimated {estimate:.1f} s at F = {growth.total(None)})", None)
     if not small and tune_steps > 0:
-        rows = subsample_rows(num_rows, tune_rows if subsample else num_rows, seed, model.train_targets.device)
+        rows = placement.subsample(model, tune_rows if subsample else num_rows, seed)
         with ExitStack() as stack:
             for kernel in nested:
                 stack.enter_context(kernel.features_resized(tune_features))
@@ -204,7 +209,7 @@ def fit_mll(
     if exact_scale_fit:
         if cost is not None:
             growth.fit_refit_within(cost, clock, grow, report)
-        result, sums = fit_scale_with_sums(mll)
+        result, sums = placement.fit_scale_with_sums(mll)
         refit = RefitGram.after_refit(mll, sums)
         report(f"scale refit (full data, F = {growth.total(None)})", None, detail=str(result))
         checkpoints.append(("the scale refit", parameter_values(mll)))
@@ -215,10 +220,10 @@ def fit_mll(
         if exact_scale_fit and clock.left() >= estimate:
             checkpoints.append(("the finishing L-BFGS", parameter_values(mll)))
             refit = None  # the old Gram goes before the new one is formed
-            _, sums = fit_scale_with_sums(mll)
+            _, sums = placement.fit_scale_with_sums(mll)
             refit = RefitGram.after_refit(mll, sums)
         clock.checkpoint("finish")
-    handed_over = end_with_refit(mll, refit, checkpoints)
+    handed_over = placement.end_fit(mll, refit, checkpoints)
     report(f"done in {clock.elapsed:.1f} s" + (" (prediction cache from the refit)" if handed_over else ""), None)
     return mll
 
@@ -367,7 +372,7 @@ def _lbfgs(
         nonlocal longest
         if clock.left() < longest:
             raise _OutOfTime
-        begin = time.perf_counter()
+        begin = clock.now()
         optimizer.zero_grad(set_to_none=True)
         try:
             loss = _loss(mll)
@@ -381,7 +386,7 @@ def _lbfgs(
             raise _InvalidTrialPoint
         if value < best["loss"]:
             best["loss"], best["values"] = value, [p.detach().clone() for p in parameters]
-        longest = max(longest, time.perf_counter() - begin)
+        longest = max(longest, clock.now() - begin)
         return loss
 
     done, evaluations = 0, 0

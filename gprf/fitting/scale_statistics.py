@@ -33,7 +33,7 @@ positive definite). Fewer points than features (:math:`N < F`) need nothing spec
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -43,6 +43,9 @@ from torch import Tensor
 from gprf.fitting.spectral_projections import spectral_projections
 from gprf.linalg import symmetric_gram
 from gprf.settings import factor_dtype
+
+#: A function from the sums ``[G, P, q, t]`` and the row count :math:`N` of one process's rows to those of all rows.
+SumsReduction = Callable[[list[Tensor], int], tuple[list[Tensor], int]]
 
 
 def _check_chunk(features: object, residual: object, num_features: int | None) -> None:
@@ -84,8 +87,12 @@ class FeatureSums:
     num_data: int
 
     @classmethod
-    def from_chunks(cls, chunks: Iterable[tuple[Tensor, Tensor]]) -> FeatureSums:
+    def from_chunks(cls, chunks: Iterable[tuple[Tensor, Tensor]], reduce: SumsReduction | None = None) -> FeatureSums:
         r"""Accumulate the sums over row chunks ``(features (..., n, F), residual y - m0 (..., n))``.
+
+        ``reduce``: ``None``, or a function that takes the sums ``[G, P, q, t]`` of these chunks and their :math:`N`
+        and returns those of all the rows: rows sharded over processes (:mod:`gprf.distributed` sums them over the
+        ranks; there a rank without rows passes one empty chunk, which tells the sums' shapes).
 
         Each chunk is cast to the factor dtype and dropped after its sums are added, so no more than one chunk of
         :math:`\Phi` is held; the cost is :math:`O(NF^2)`. Raises ``ValueError`` for no rows, chunks of different
@@ -115,6 +122,10 @@ class FeatureSums:
                 residual_square = residual_square + chunk_square
                 residual_sum = residual_sum + chunk_sum
             num_data += features.size(-2)
+        if reduce is not None and gram is not None:
+            (gram, projections, residual_square, residual_sum), num_data = reduce(
+                [gram, projections, residual_square, residual_sum], num_data
+            )
         if gram is None or num_data == 0:
             raise ValueError("FeatureSums.from_chunks got no rows; pass at least one non-empty chunk.")
         if not bool(torch.isfinite(gram).all() & torch.isfinite(projections).all()):
@@ -149,14 +160,17 @@ class ScaleStatistics:
 
     @classmethod
     def from_chunks(
-        cls, chunks: Iterable[tuple[Tensor, Tensor]], method: Literal["auto", "eigh", "tridiagonal"] = "auto"
+        cls,
+        chunks: Iterable[tuple[Tensor, Tensor]],
+        method: Literal["auto", "eigh", "tridiagonal"] = "auto",
+        reduce: SumsReduction | None = None,
     ) -> ScaleStatistics:
         r"""Accumulate :math:`\Phi^\top\Phi`, :math:`\Phi^\top(y - m_0)`, :math:`\Phi^\top\mathbf 1`, :math:`q, t, N`
-        over row chunks ``(features (..., n, F), residual y - m0 (..., n))`` (:meth:`FeatureSums.from_chunks`),
-        then eigendecompose (:meth:`from_sums`). Raises ``ValueError`` for no rows, chunks of different widths or
-        non-finite sums.
+        over row chunks ``(features (..., n, F), residual y - m0 (..., n))`` (:meth:`FeatureSums.from_chunks`, which
+        also takes ``reduce``), then eigendecompose (:meth:`from_sums`). Raises ``ValueError`` for no rows, chunks of
+        different widths or non-finite sums.
         """
-        return cls.from_sums(FeatureSums.from_chunks(chunks), method=method)
+        return cls.from_sums(FeatureSums.from_chunks(chunks, reduce=reduce), method=method)
 
     @classmethod
     def from_sums(cls, sums: FeatureSums, method: Literal["auto", "eigh", "tridiagonal"] = "auto") -> ScaleStatistics:

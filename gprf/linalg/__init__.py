@@ -8,7 +8,7 @@ covariance built from it back as a :class:`FeatureRoot` (root, amplitude, noise,
 operators serve :class:`gprf.kernels.PreconditionedKernel` (an exact kernel preconditioned by its random features).
 """
 
-from gprf.linalg.capacitance import CapacitanceFactor, factor_capacitance, weighted_sums
+from gprf.linalg.capacitance import CapacitanceFactor, capacitance_sums, factor_capacitance, weighted_sums
 from gprf.linalg.cg_iteration_count import cg_iterations
 from gprf.linalg.decode import covariance_root, feature_root
 from gprf.linalg.exact_kernel_operator import ExactKernelLinearOperator
@@ -47,6 +47,7 @@ __all__ = [
     "SignedRootAddedDiagLinearOperator",
     "SignedRootLinearOperator",
     "WeightSpaceCGState",
+    "capacitance_sums",
     "cg_inv_quad_logdet",
     "cg_iterations",
     "covariance_root",

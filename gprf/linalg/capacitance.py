@@ -287,6 +287,17 @@ def weighted_sums(
     return gram, features.to(dtype).mT @ (rhs.to(dtype) / noise.to(dtype).unsqueeze(-1))
 
 
+def capacitance_sums(
+    features: Tensor | LazyFeatures, noise: Tensor, rhs: Tensor | None = None, outputscale: Tensor | None = None
+) -> tuple[Tensor, Tensor | None]:
+    r"""The sums :math:`(s\,\Phi^H\Sigma^{-1}\Phi,\; \sqrt s\,\Phi^H\Sigma^{-1}Y)` exactly as
+    :func:`factor_capacitance` forms them before factoring (products in the factor dtype unless the features' own are
+    known to be accurate, :func:`products_in_factor_dtype`): for sums that are added up elsewhere first (rows sharded
+    over processes, :mod:`gprf.distributed`). Arguments as in :func:`weighted_sums`; differentiable."""
+    exact_products = products_in_factor_dtype(features, noise, outputscale)
+    return weighted_sums(features, noise, rhs, outputscale, exact_products=exact_products)
+
+
 def factor_capacitance(
     features: Tensor | LazyFeatures, noise: Tensor, rhs: Tensor | None = None, outputscale: Tensor | None = None
 ) -> tuple[CapacitanceFactor, Tensor | None]:
@@ -300,8 +311,7 @@ def factor_capacitance(
     be negligible (:func:`products_in_factor_dtype`), so a float32 model's predictions and marginal likelihood are
     those of float64 arithmetic on its float32 features to within :math:`10^{-6}` relative.
     """
-    exact_products = products_in_factor_dtype(features, noise, outputscale)
-    gram, projection = weighted_sums(features, noise, rhs, outputscale, exact_products=exact_products)
+    gram, projection = capacitance_sums(features, noise, rhs, outputscale)
     eye = torch.eye(gram.size(-1), dtype=gram.dtype, device=gram.device)
     cholesky, failed = cholesky_status(gram + eye, projection)
     if failed:

@@ -19,8 +19,15 @@ from gpytorch.likelihoods import BernoulliLikelihood
 import gprf
 import gprf.botorch.dispatch as gprf_dispatch
 from gprf.botorch import KernelRootFeatureMap, RandomFeatureSingleTaskGP
-from gprf.botorch.matheron import weight_space_matheron_paths
+from gprf.botorch.matheron import (
+    capacitance_update_weights,
+    feature_space_update_weights,
+    training_root,
+    update_normals,
+    weight_space_matheron_paths,
+)
 from gprf.kernels import FeatureSumKernel, RandomFourierKernel
+from gprf.linalg import CapacitanceFactor
 from tests.botorch.conftest import COMPOSITE_DIMS, COMPOSITES, make_botorch_model, make_composite_model
 
 pytestmark = pytest.mark.botorch
@@ -122,6 +129,25 @@ def test_chunked_roots_give_the_same_paths():
         with torch.no_grad(), gprf.settings.feature_chunk_size(chunk_rows):
             values.append(draw_matheron_paths(model, torch.Size([3]))(test_x))
     torch.testing.assert_close(values[0], values[1], rtol=0, atol=1e-10)
+
+
+def test_the_update_from_unfactored_sums_is_the_update():
+    """What sharded sampling composes (sums added up elsewhere, then factored) gives the update of the factored root
+    for the same random draws."""
+    model = make_botorch_model(num_outputs=2, n=100, num_features=32)
+    prior_weights = torch.randn(3, 2, 32, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    with torch.no_grad():
+        root, residuals = training_root(model)
+        torch.manual_seed(7)
+        expected = feature_space_update_weights(root, residuals, prior_weights)
+        gram, projection = root.sums(residuals.unsqueeze(-1))
+        torch.manual_seed(7)
+        standard = update_normals(gram, prior_weights)
+        weights = capacitance_update_weights(
+            CapacitanceFactor.from_gram(gram), gram, projection, prior_weights, standard
+        )
+    assert standard.shape == (2, 32, 3) and weights.shape == prior_weights.shape
+    torch.testing.assert_close(weights, expected, rtol=0, atol=1e-10)
 
 
 def test_non_gaussian_likelihoods_keep_botorchs_route():

@@ -126,7 +126,7 @@ def probe() -> tuple[RefitCost, float]:
     """The fit's probe of the refit's cost, and its simulated seconds."""
     clock = SimulatedTime()
     mll = simulated_mll()
-    growth = FeatureGrowth(mll, [mll.model.covar_module.base_kernel], TUNE_FEATURES)
+    growth = FeatureGrowth(mll, [mll.model.covar_module.base_kernel], TUNE_FEATURES, NUM_ROWS)
     rows, cap = probe_sizes(NUM_ROWS, NUM_FEATURES)
     with clock.patches(), growth.capped(cap):
         form_sums = partial(training_feature_sums, mll)

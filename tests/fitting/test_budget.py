@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gprf.fitting import budget
-from gprf.fitting.budget import RefitCost
+from gprf.fitting.budget import FitClock, RefitCost
 from tests.fitting.conftest import (
     CUBIC_RATE,
     GRAM_RATE,
@@ -46,3 +46,14 @@ def test_the_stand_in_for_timing_a_gpus_cubic_steps_is_positive_definite():
 def test_the_slower_of_two_measurements_counts_rate_by_rate():
     first, second = RefitCost(gram_rate=1.0, cubic_rate=4.0), RefitCost(gram_rate=2.0, cubic_rate=3.0)
     assert first.slower(second) == RefitCost(gram_rate=2.0, cubic_rate=4.0) == second.slower(first)
+
+
+def test_the_clock_reads_its_timer_and_stops_while_the_callback_runs():
+    """A sharded fit's clock is its placement's timer (one reading for every process)."""
+    readings = iter([10.0, 11.5, 12.0, 15.0, 15.5, 16.0])
+    seen = []
+    clock = FitClock(4.0, lambda stage, seconds: seen.append((stage, seconds)), timer=lambda: next(readings))
+    assert clock.start == 10.0 and clock.elapsed == 1.5
+    clock.checkpoint("tune")  # begins at 12.0, the callback sees 15.0 - 10.0, ends at 15.5
+    assert seen == [("tune", 5.0)] and clock.paused == 3.5
+    assert clock.left() == 4.0 - (16.0 - 10.0 - 3.5)

@@ -10,6 +10,7 @@ import gprf
 from gprf.fitting.growth import FeatureGrowth
 from tests.fitting.conftest import (
     NUM_FEATURES,
+    NUM_ROWS,
     TUNE_FEATURES,
     largest_prefix_that_fits,
     probe,
@@ -71,7 +72,7 @@ def test_grow_is_checked():
 def test_the_nested_kernels_are_capped_within_the_block_and_whole_after_it():
     mll = simulated_mll()
     kernel = mll.model.covar_module.base_kernel
-    growth = FeatureGrowth(mll, [kernel], TUNE_FEATURES)
+    growth = FeatureGrowth(mll, [kernel], TUNE_FEATURES, NUM_ROWS)
     assert growth.largest == NUM_FEATURES and growth.total(None) == NUM_FEATURES and growth.total(128) == 128
     with growth.capped(128):
         assert kernel.num_features == 128

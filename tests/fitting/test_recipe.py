@@ -118,7 +118,7 @@ def test_a_time_budget_stops_tuning_early():
 
 
 class _EvaluationClock:
-    """A fit clock whose seconds left are ``budget`` minus the marginal-likelihood evaluations made so far."""
+    """A fit clock whose seconds are marginal-likelihood evaluations: ``budget`` minus those made so far are left."""
 
     def __init__(self, model, budget: int):
         self.evaluations, self.budget = 0, budget
@@ -129,6 +129,9 @@ class _EvaluationClock:
             return forward(*args)
 
         model.forward = counted
+
+    def now(self) -> float:
+        return float(self.evaluations)
 
     def left(self) -> float:
         return float(self.budget - self.evaluations)

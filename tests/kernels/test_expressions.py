@@ -16,10 +16,10 @@ import gprf
 from gprf.exceptions import DispatchFallbackWarning, LowRankStructureWarning
 from gprf.kernels import FeatureSumKernel, IndexRootKernel, RandomFourierKernel, is_feature_expression, root_columns
 from gprf.linalg import feature_root
-from tests.prediction.conftest import ExactModel, make_data
+from gprf.testing.models import ExactGPModel, regression_data
 
 
-class _Model(ExactModel):
+class _Model(ExactGPModel):
     """The plain model with gprf's distribution (the structured log density under every setting)."""
 
     def forward(self, x):
@@ -43,7 +43,7 @@ def _task():
 
 def _points(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Data ``n x 3`` with a task column, and targets."""
-    x, y = make_data(n=n, seed=seed)
+    x, y = regression_data(n=n, seed=seed)
     return torch.cat([x, torch.arange(n).remainder(3).double()[:, None]], -1), y
 
 

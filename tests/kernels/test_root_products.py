@@ -19,7 +19,7 @@ from gprf.exceptions import DispatchFallbackWarning
 from gprf.kernels import FeatureProductKernel, RandomFourierKernel
 from gprf.kernels.root_products import product_of
 from gprf.linalg import feature_root
-from tests.prediction.conftest import ExactModel, make_data
+from gprf.testing.models import ExactGPModel, regression_data
 
 
 def _factors(first_features=32, second_features=32):
@@ -38,7 +38,7 @@ def _spellings(first, second):
     return scaled * second, native
 
 
-class _Model(ExactModel):
+class _Model(ExactGPModel):
     """The plain model with gprf's distribution, whose log density is the structured one under every setting."""
 
     def forward(self, x):
@@ -57,7 +57,7 @@ def _loss_and_gradients(kernel, x, y):
 
 @pytest.mark.parametrize("sizes", [(32, 32), (32, 8)], ids=["joint", "permutation"])
 def test_scaled_product_is_the_product_kernel_root_with_the_same_likelihood(sizes):
-    x, y = make_data(n=60)
+    x, y = regression_data(n=60)
     ours, native = _spellings(*_factors(*sizes))
     assert isinstance(ours, ProductKernel)
     with pytest.warns(DispatchFallbackWarning, match="cross covariances"):
@@ -80,7 +80,7 @@ def test_scaled_product_is_the_product_kernel_root_with_the_same_likelihood(size
 
 
 def test_the_pairing_is_the_same_function_everywhere():
-    x, _ = make_data(n=30)
+    x, _ = regression_data(n=30)
     ours, _ = _spellings(*_factors(32, 8))
     with pytest.warns(DispatchFallbackWarning):
         full = feature_root(ours(x)).scaled_features()
@@ -96,7 +96,7 @@ def test_the_pairing_is_the_same_function_everywhere():
 
 
 def test_a_repeated_factor_gets_its_own_draws():
-    x, y = make_data(n=40)
+    x, y = regression_data(n=40)
     kernel = RandomFourierKernel(32, num_dims=3, seed=0).double()
     scaled = ScaleKernel(kernel).double()
     with pytest.warns(DispatchFallbackWarning):
@@ -111,7 +111,7 @@ def test_a_repeated_factor_gets_its_own_draws():
 
 
 def test_three_factors_and_chunked_roots():
-    x, y = make_data(n=50)
+    x, y = regression_data(n=50)
     first, second = _factors()
     third = RandomFourierKernel(32, num_dims=3, kernel="matern12", seed=2).double()
     ours = ScaleKernel(first).double() * second * third
@@ -134,7 +134,7 @@ def test_three_factors_and_chunked_roots():
 
 @pytest.mark.parametrize("scaled", [False, True])
 def test_a_task_factor_enters_exactly_and_silently(scaled):
-    x, _ = make_data(n=24)
+    x, _ = regression_data(n=24)
     tasks = torch.arange(24).remainder(3).double().unsqueeze(-1)
     points = torch.cat([x, tasks], -1)
     data = RandomFourierKernel(16, num_dims=3, ard_num_dims=3, active_dims=[0, 1, 2], seed=0).double()
@@ -154,7 +154,7 @@ def test_a_task_factor_enters_exactly_and_silently(scaled):
 
 
 def test_the_product_kernels_follow_the_factors_device_and_dtype():
-    x, _ = make_data(n=20)
+    x, _ = regression_data(n=20)
     first, second = _factors(32, 8)
     ours = ScaleKernel(first) * second
     with pytest.warns(DispatchFallbackWarning):
