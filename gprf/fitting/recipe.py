@@ -47,7 +47,7 @@ from gprf.fitting.fit_arguments import (
 )
 from gprf.fitting.growth import FeatureGrowth
 from gprf.fitting.handover import RefitGram
-from gprf.fitting.placement import row_placement
+from gprf.fitting.placement import LOCAL_ROWS, row_placement
 from gprf.fitting.row_subsample import training_rows
 from gprf.fitting.scale_fit import supports_exact_scale_fit, training_feature_sums
 from gprf.fitting.scale_statistics import FeatureSums, ScaleStatistics
@@ -240,8 +240,9 @@ def _check_mll(mll: object) -> ExactGP:
             f"fit_mll takes gpytorch.mlls.ExactMarginalLogLikelihood of an ExactGP, got {type(mll).__name__}; "
             "fit other objectives with a torch optimizer."
         )
-    if type(mll).forward is not ExactMarginalLogLikelihood.forward:
+    if type(mll).forward is not ExactMarginalLogLikelihood.forward and row_placement(mll) is LOCAL_ROWS:
         # e.g. GPyTorch's LeaveOneOutPseudoLikelihood: the scale refit would maximise another objective than the steps.
+        # (A marginal likelihood with its own row placement, gprf's sharded one, is that of the whole data.)
         raise TypeError(
             f"fit_mll maximises the exact marginal likelihood, but {type(mll).__name__} computes another objective; "
             "pass gpytorch.mlls.ExactMarginalLogLikelihood, or fit this one with a torch optimizer."

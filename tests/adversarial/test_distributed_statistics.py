@@ -10,7 +10,6 @@ import math
 import gpytorch
 import pytest
 import torch
-import torch.distributed as dist
 from gpytorch.kernels import ScaleKernel
 from linear_operator.utils.errors import NotPSDError
 
@@ -27,16 +26,6 @@ def _fit():
         X, Y, gpytorch.likelihoods.GaussianLikelihood(), ScaleKernel(RandomFourierKernel(8, num_dims=2, seed=0))
     ).double()
     return StreamingFit.from_model(model)
-
-
-@pytest.fixture
-def group_of_one():
-    """A gloo process group of this process alone (an in-memory store: nothing touches the file system)."""
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
 
 
 def test_without_a_process_group_the_error_names_init_process_group():
