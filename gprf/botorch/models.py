@@ -126,6 +126,13 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
                 f"X must have shape (..., q, {self._num_input_columns}) like the training inputs, got "
                 f"{tuple(X.shape)}; pass points with {self._num_input_columns} columns."
             )
+        try:
+            torch.broadcast_shapes(X.shape[:-2], self._input_batch_shape)
+        except RuntimeError:
+            raise ValueError(
+                f"X has batch shape {tuple(X.shape[:-2])}, which does not broadcast with the training inputs' batch "
+                f"shape {tuple(self._input_batch_shape)}; pass X of shape (*batch, q, d) with batch broadcasting to it."
+            ) from None
         return super().posterior(X, *args, **kwargs)
 
     def subset_output(self, idcs: list[int]) -> RandomFeatureSingleTaskGP:

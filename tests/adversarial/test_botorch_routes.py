@@ -220,3 +220,22 @@ def test_multitask_paths_of_a_gprf_data_kernel_have_the_sample_and_point_shape()
     ).eval()
     values = multitask_matheron_paths(model, torch.Size([4]))(torch.cat([x[:5], tasks[:5]], -1))
     assert values.shape == (4, 5) and bool(values.isfinite().all())
+
+
+def test_test_batches_that_do_not_broadcast_with_the_training_batch_are_refused():
+    model = _model(batch=(2,))
+    with pytest.raises(ValueError, match=r"X has batch shape \(3,\), which does not broadcast .* \(2,\)"):
+        model.posterior(torch.rand(3, 4, D, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("change", ["lengthscale", "resample"])
+def test_a_posterior_after_a_change_is_the_posterior_of_the_changed_model(change):
+    model, reference = _model(), _model()
+    X = torch.rand(4, D, dtype=torch.float64)
+    model.posterior(X)
+    for target in (model, reference):
+        if change == "lengthscale":
+            target.covar_module.lengthscale = 0.9
+        else:
+            target.covar_module.resample_features(torch.Generator().manual_seed(5))
+    torch.testing.assert_close(model.posterior(X).mean, reference.posterior(X).mean, rtol=1e-10, atol=1e-12)

@@ -15,7 +15,7 @@ always fails; the bound covers every check of every example at false-alarm rate 
 from __future__ import annotations
 
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -75,7 +75,7 @@ def _pairs(data, min_value, max_value):
     )
 
 
-@PROPERTIES.__class__(PROPERTIES, max_examples=UNBIASED_EXAMPLES)
+@settings(PROPERTIES, max_examples=UNBIASED_EXAMPLES)
 @given(data=st.data(), lengthscale=st.floats(min_value=0.3, max_value=3.0))
 def test_random_fourier_features_are_unbiased_within_their_closed_form_variance(data, lengthscale):
     x1, x2 = _pairs(data, -1.0, 1.0)
@@ -91,7 +91,7 @@ def test_random_fourier_features_are_unbiased_within_their_closed_form_variance(
         assert_unbiased(samples[:, random], exact[random], variance[random], false_alarm=1e-6 / UNBIASED_EXAMPLES)
 
 
-@PROPERTIES.__class__(PROPERTIES, max_examples=UNBIASED_EXAMPLES)
+@settings(PROPERTIES, max_examples=UNBIASED_EXAMPLES)
 @given(data=st.data(), degree=st.integers(min_value=1, max_value=3))
 def test_the_gaussian_sketch_is_unbiased_within_its_closed_form_variance(data, degree):
     x1, x2 = _pairs(data, -1.0, 1.0)
