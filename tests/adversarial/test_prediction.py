@@ -10,7 +10,9 @@ import gpytorch
 import pytest
 import torch
 from gpytorch.kernels import ScaleKernel
+from linear_operator.utils.errors import NotPSDError
 
+from gprf import settings
 from gprf.kernels import RandomFourierKernel
 from gprf.testing import ExactGPModel, regression_data
 
@@ -161,3 +163,15 @@ def test_a_noise_below_the_likelihoods_constraint_is_refused_by_gpytorch():
     likelihood = gpytorch.likelihoods.GaussianLikelihood()
     with pytest.raises(RuntimeError, match="out of bounds"):
         likelihood.noise = 0.0
+
+
+@pytest.mark.parametrize(("factor_dtype", "fails"), [(torch.float32, True), (torch.float64, False)])
+def test_float32_factors_at_tiny_noise_fail_loudly_as_documented(factor_dtype, fails):
+    model = _model(n=300, dtype=torch.float32, noise=1e-6, lengthscale=0.3)
+    with settings.factor_dtype(factor_dtype):
+        if fails:
+            with pytest.raises(NotPSDError, match="not positive definite"):
+                _predict(model, _test_points(torch.float32))
+        else:
+            mean, variance = _predict(model, _test_points(torch.float32))
+            assert bool(mean.isfinite().all()) and bool((variance > 0).all())
