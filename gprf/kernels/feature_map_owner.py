@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -177,6 +178,12 @@ class FeatureMapOwner(ABC):
                 f"{type(self).__name__} was built for inputs with {self.feature_map.input_dim} columns (num_dims) "
                 f"but got inputs of shape {tuple(x.shape)}; pass inputs of shape (..., n, "
                 f"{self.feature_map.input_dim}) or build the kernel with num_dims={x.size(-1)}."
+            )
+        reference = next(itertools.chain(self.parameters(), self.feature_map.buffers()), None)
+        if reference is not None and reference.device != x.device:
+            raise ValueError(
+                f"{type(self).__name__} is on device {reference.device} but got inputs on {x.device}; move one to the "
+                f"other (kernel.to({str(x.device)!r}) or x.to({str(reference.device)!r}))."
             )
         try:
             torch.broadcast_shapes(x.shape[:-2], self.batch_shape)

@@ -260,3 +260,18 @@ def test_active_dims_beyond_the_inputs_fail_in_gpytorchs_column_selection_as_doc
     kernel = RandomFourierKernel(8, num_dims=2, active_dims=[0, 5], seed=SEED)
     with pytest.raises(RuntimeError, match="out of DATA bounds|out of range|index"):
         kernel(torch.randn(4, 3)).to_dense()
+
+
+@pytest.mark.parametrize("where", ["inputs", "kernel"])
+def test_inputs_on_another_device_than_the_kernel_name_both(where):
+    """(The meta device stands in for a GPU.)"""
+    kernel = FAMILIES["fourier"]()
+    x = torch.randn(3, 3)
+    if where == "inputs":
+        x = x.to("meta")
+    else:
+        kernel = kernel.to("meta")
+    with pytest.raises(
+        ValueError, match=r"is on device (cpu|meta) but got inputs on (meta|cpu); move one to the other"
+    ):
+        kernel(x).to_dense()
