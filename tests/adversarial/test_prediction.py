@@ -13,7 +13,9 @@ from gpytorch.kernels import ScaleKernel
 from linear_operator.utils.errors import NotPSDError
 
 from gprf import settings
-from gprf.kernels import RandomFourierKernel
+from gprf.exceptions import IndefiniteKernelError
+from gprf.features import delta_gaussian_spectrum
+from gprf.kernels import LocalizedMaclaurinKernel, RandomFourierKernel, SignedRandomFeatureKernel
 from gprf.testing import ExactGPModel, regression_data
 
 
@@ -175,3 +177,33 @@ def test_float32_factors_at_tiny_noise_fail_loudly_as_documented(factor_dtype, f
         else:
             mean, variance = _predict(model, _test_points(torch.float32))
             assert bool(mean.isfinite().all()) and bool((variance > 0).all())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"centers": torch.rand(4, 3)}, r"centers must be a tensor of shape \(K, 2\) with K >= 1, got \(4, 3\)"),
+        ({"centers": torch.rand(0, 2)}, r"with K >= 1, got \(0, 2\)"),
+        ({"centers": torch.full((4, 2), math.nan)}, "centers must hold finite real floating-point values"),
+        ({"centers": "cluster", "threshold": 0.0}, "threshold must be a positive number of lengthscales"),
+        ({"centers": "cluster", "threshold": math.nan}, "threshold must be a positive number of lengthscales"),
+        ({"centers": "foo"}, "centers must be 'test', 'cluster' or a tensor"),
+        ({"threshold": 1.0}, "threshold only applies to centers='cluster'"),
+    ],
+)
+def test_localized_prediction_refuses_bad_centres(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        kernel = LocalizedMaclaurinKernel(16, num_dims=2, seed=0, **kwargs)
+        x, y = regression_data(n=30, d=2)
+        model = ExactGPModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), ScaleKernel(kernel)).double().eval()
+        _predict(model, _test_points())
+
+
+def test_a_signed_kernel_refuses_posterior_variances_but_gives_the_mean():
+    x, y = regression_data(n=30, d=2)
+    kernel = SignedRandomFeatureKernel(16, delta_gaussian_spectrum([2.0, -1.0], [1.0, 3.0]), num_dims=2, seed=0)
+    model = ExactGPModel(x, y, gpytorch.likelihoods.GaussianLikelihood(), kernel).double().eval()
+    with torch.no_grad():
+        assert bool(model(_test_points()).mean.isfinite().all())
+        with pytest.raises(IndefiniteKernelError, match="A posterior variance needs a positive semi-definite"):
+            _ = model(_test_points()).variance
