@@ -24,7 +24,16 @@ from gprf.botorch import (
     multitask_matheron_paths,
     weight_space_matheron_paths,
 )
-from gprf.kernels import RandomFourierKernel
+from gprf.kernels import (
+    AdditiveFeatureKernel,
+    ArcCosineQuadratureKernel,
+    LinearFeatureKernel,
+    MaclaurinKernel,
+    OffsetPolynomialSketchKernel,
+    PolynomialSketchKernel,
+    QuadratureKernel,
+    RandomFourierKernel,
+)
 from gprf.testing import z_bound
 
 pytestmark = pytest.mark.botorch
@@ -239,3 +248,37 @@ def test_a_posterior_after_a_change_is_the_posterior_of_the_changed_model(change
         else:
             target.covar_module.resample_features(torch.Generator().manual_seed(5))
     torch.testing.assert_close(model.posterior(X).mean, reference.posterior(X).mean, rtol=1e-10, atol=1e-12)
+
+
+#: One feature kernel per family, built for the output batch of a two-output model.
+FAMILIES = {
+    "fourier": lambda b: RandomFourierKernel(32, num_dims=D, seed=0, batch_shape=b),
+    "maclaurin": lambda b: MaclaurinKernel(32, num_dims=D, seed=0, batch_shape=b),
+    "sketch": lambda b: PolynomialSketchKernel(32, num_dims=D, degree=2, seed=0, batch_shape=b),
+    "offset_sketch": lambda b: OffsetPolynomialSketchKernel(32, num_dims=D, degree=2, seed=0, batch_shape=b),
+    "quadrature": lambda b: QuadratureKernel(2, num_dims=D, seed=0, batch_shape=b),
+    "arc_cosine": lambda b: ArcCosineQuadratureKernel(2, num_dims=D, order=1, seed=0, batch_shape=b),
+    "additive": lambda b: AdditiveFeatureKernel(8, num_dims=D, seed=0, batch_shape=b),
+    "linear": lambda b: LinearFeatureKernel(num_dims=D, batch_shape=b),
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_every_family_passes_botorchs_model_and_pathwise_patterns(family):
+    """Two outputs: posterior shapes, ``subset_output`` equal to the full model's column, and Matheron paths whose
+    mean over S paths is within a z-bound of the posterior mean (standard error from the posterior variance)."""
+    batch = torch.Size([2])
+    x, y = _data(num_outputs=2)
+    kernel = gpytorch.kernels.ScaleKernel(FAMILIES[family](batch), batch_shape=batch)
+    model = RandomFeatureSingleTaskGP(x, y, covar_module=kernel)
+    X = torch.rand(5, D, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    posterior = model.posterior(X)
+    assert posterior.mean.shape == (5, 2) and posterior.variance.shape == (5, 2)
+    subset = model.subset_output([1]).posterior(X)
+    torch.testing.assert_close(subset.mean[:, 0], posterior.mean[:, 1], rtol=1e-9, atol=1e-12)
+    num_paths = 1024
+    torch.manual_seed(0)
+    values = draw_matheron_paths(model, sample_shape=torch.Size([num_paths]))(X).detach()  # paths x outputs x points
+    mean, variance = posterior.mean.detach().mT, posterior.variance.detach().mT
+    z = (values.mean(0) - mean) / (variance / num_paths).sqrt()
+    assert float(z.abs().max()) < z_bound(z.numel() * len(FAMILIES))
