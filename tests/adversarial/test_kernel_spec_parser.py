@@ -44,6 +44,7 @@ NUM_DIMS = 4
         ("(" * (MAX_NESTING + 1) + "rbf" + ")" * (MAX_NESTING + 1), f"parentheses nest at most {MAX_NESTING} deep"),
         ("rbf+" * 5000 + "x", "not 'x'"),
     ],
+    ids=lambda value: value[:24],  # the long specs would make unreadable test names
 )
 def test_malformed_specs_are_kernel_spec_errors_naming_the_position(text, match):
     with pytest.raises(KernelSpecError, match=match) as error:
@@ -83,10 +84,25 @@ _TOKENS = st.sampled_from(
 )
 
 
+_BASE_TEXTS = st.tuples(
+    st.sampled_from(["rbf", "matern12", "matern52", "linear", "poly2", "additive(rbf)"]),
+    st.sampled_from(["", "[0:2]", "[1,3]", "[3]", "[0:4]"]),
+).map("".join)
+#: Texts of the grammar: sums of products of bases, some parenthesised.
+_GRAMMAR_TEXTS = st.recursive(
+    _BASE_TEXTS,
+    lambda inner: st.one_of(
+        st.lists(inner, min_size=2, max_size=3).map("+".join),
+        st.lists(inner, min_size=2, max_size=3).map("*".join),
+        inner.map(lambda text: f"({text})"),
+    ),
+    max_leaves=5,
+)
+
+
 @PROPERTIES
-@given(tokens=st.lists(_TOKENS, min_size=1, max_size=9))
-def test_any_token_sequence_is_refused_or_builds_a_psd_kernel_that_random_features_approximate(tokens):
-    text = "".join(tokens)
+@given(text=st.one_of(_GRAMMAR_TEXTS, st.lists(_TOKENS, min_size=1, max_size=9).map("".join)))
+def test_any_token_sequence_is_refused_or_builds_a_psd_kernel_that_random_features_approximate(text):
     try:
         kernel = parse_kernel_spec(text, NUM_DIMS).double()
     except KernelSpecError as error:
