@@ -56,10 +56,12 @@ def dataset_files(data_dir: str | Path) -> dict[str, Path]:
 def _read_npz(path: Path, keys: tuple[str, ...]) -> tuple[list[str], dict[str, np.ndarray]]:
     """The names of every array in the archive at ``path`` and the arrays among ``keys`` that it holds."""
     try:
-        archive = np.load(path, allow_pickle=False)
-        if isinstance(archive, np.lib.npyio.NpzFile):
-            with archive:
-                return archive.files, {key: archive[key] for key in keys if key in archive.files}
+        # The file is opened here: numpy leaves its own handle open when a damaged archive fails to open.
+        with path.open("rb") as handle:
+            archive = np.load(handle, allow_pickle=False)
+            if isinstance(archive, np.lib.npyio.NpzFile):
+                with archive:
+                    return archive.files, {key: archive[key] for key in keys if key in archive.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:  # unreadable, truncated, corrupt
         raise CLIError(f"argument --data-dir: cannot read {path.name} as an .npz file: {err}") from None
     raise CLIError(

@@ -23,6 +23,17 @@ def check_choice(value: str, name: str, choices: Sequence[str]) -> str:
     return value
 
 
+def check_generator(generator: object) -> torch.Generator | None:
+    """``generator`` itself when it is a ``torch.Generator`` or ``None``; a ``TypeError`` naming the fix otherwise (a
+    seed passed where a generator is expected would fail deep inside torch's samplers)."""
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(
+            f"generator must be a torch.Generator or None, got {type(generator).__name__}; pass "
+            f"torch.Generator().manual_seed({generator!r}) for a seeded draw."
+        )
+    return generator
+
+
 def resolve_num_dims(num_dims: int | None, ard_num_dims: int | None, active_dims, owner: str) -> int:
     """The input dimension a kernel is built for (feature draws need it up front): ``num_dims``, else
     ``ard_num_dims``, else the number of ``active_dims``; ``owner`` names the kernel in the errors."""
@@ -35,8 +46,15 @@ def resolve_num_dims(num_dims: int | None, ard_num_dims: int | None, active_dims
             f"{owner} needs the input dimension to draw its features at construction: pass num_dims=d "
             "(or ard_num_dims=d)."
         )
+    check_positive_int(num_dims, f"{owner}: num_dims")
     if ard_num_dims is not None and ard_num_dims not in (1, num_dims):
         raise ValueError(f"{owner}: ard_num_dims={ard_num_dims} does not match num_dims={num_dims}.")
+    if active_dims is not None and len(active_dims) != num_dims:
+        # GPyTorch selects the active columns before the kernel runs: the kernel then sees len(active_dims) columns.
+        raise ValueError(
+            f"{owner}: num_dims={num_dims} does not match the {len(active_dims)} active_dims {list(active_dims)} (the "
+            f"kernel sees only the active columns); pass num_dims={len(active_dims)} or leave it out."
+        )
     return num_dims
 
 
@@ -53,6 +71,12 @@ def check_features_input(x: Tensor, input_dim: int, owner: str) -> None:
         )
     if x.is_complex() or not x.is_floating_point():
         raise TypeError(f"{owner} expects real floating-point inputs, got dtype {x.dtype}.")
+    check_finite_inputs(x, owner)
+
+
+def check_finite_inputs(x: Tensor, owner: str) -> None:
+    """Raise a ``ValueError`` naming the rows when ``x`` holds NaN or infinite values and
+    :class:`~gprf.settings.validate_inputs` applies to it (CPU tensors by default: free there)."""
     if validate_inputs.applies_to(x) and not bool(torch.isfinite(x).all()):
         raise ValueError(
             f"{owner} received NaN or infinite inputs in {describe_nonfinite_rows(x)} (a model in training mode "

@@ -24,6 +24,16 @@ def _check_same_shape(a: Tensor, b: Tensor, names: str) -> None:
         raise ValueError(f"{names} must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}.")
 
 
+def _check_labels(target: Tensor, num_classes: int) -> None:
+    """Class labels must index the ``num_classes`` columns of the probabilities (a label outside would count as a
+    miss)."""
+    if target.numel() and not bool(((target >= 0) & (target < num_classes)).all()):
+        raise ValueError(
+            f"target must hold class labels 0 .. {num_classes - 1} (the columns of the probabilities), got values "
+            f"from {target.min().item()} to {target.max().item()}."
+        )
+
+
 def relative_frobenius_error(approx: Tensor | LinearOperator, exact: Tensor | LinearOperator) -> Tensor:
     r""":math:`\lVert\hat K - K\rVert_F / \lVert K\rVert_F` (the real part of a complex :math:`\hat K`), per batch.
 
@@ -35,7 +45,10 @@ def relative_frobenius_error(approx: Tensor | LinearOperator, exact: Tensor | Li
             f"approx and exact must be matrices of the same size, got {tuple(approx.shape)} and {tuple(exact.shape)}."
         )
     approx, exact = torch.broadcast_tensors(approx, exact)
-    return torch.linalg.matrix_norm(approx - exact) / torch.linalg.matrix_norm(exact)
+    norm = torch.linalg.matrix_norm(exact)
+    if not bool((norm > 0).all()):
+        raise ValueError("exact must have a positive Frobenius norm: the relative error of a zero matrix is 0 / 0.")
+    return torch.linalg.matrix_norm(approx - exact) / norm
 
 
 def gaussian_kl(mean_p: Tensor, var_p: Tensor, mean_q: Tensor, var_q: Tensor) -> Tensor:
@@ -49,8 +62,8 @@ def gaussian_kl(mean_p: Tensor, var_p: Tensor, mean_q: Tensor, var_q: Tensor) ->
     *mean per test point*; multiply by the number of points for the sum used by some papers.
     """
     for name, value in (("var_p", var_p), ("var_q", var_q)):
-        if bool((value <= 0).any()):
-            raise ValueError(f"{name} must be positive.")
+        if not bool((value > 0).all()):  # NaN fails the comparison too
+            raise ValueError(f"{name} must be positive (and not NaN).")
     kl = 0.5 * (torch.log(var_q / var_p) + (var_p + (mean_p - mean_q).square()) / var_q - 1.0)
     return kl.mean(-1)
 
@@ -58,21 +71,26 @@ def gaussian_kl(mean_p: Tensor, var_p: Tensor, mean_q: Tensor, var_q: Tensor) ->
 def mnll(mean: Tensor, var: Tensor, target: Tensor) -> Tensor:
     r"""Mean negative log likelihood of ``target`` under :math:`N(\text{mean}, \text{var})`, per point averaged."""
     _check_same_shape(mean, target, "mean and target")
-    if bool((var <= 0).any()):
-        raise ValueError("var must be positive.")
+    if not bool((var > 0).all()):  # NaN fails the comparison too
+        raise ValueError("var must be positive (and not NaN).")
     return (0.5 * torch.log(2 * math.pi * var) + 0.5 * (target - mean).square() / var).mean(-1)
 
 
 def nmse(prediction: Tensor, target: Tensor) -> Tensor:
-    r"""Normalised mean squared error :math:`\mathrm{MSE}/\mathrm{Var}(y)` (1 = predicting the test mean)."""
+    r"""Normalised mean squared error :math:`\mathrm{MSE}/\mathrm{Var}(y)` (1 = predicting the test mean).
+
+    A constant target (e.g. a single test point) gives :math:`+\infty` for any error, and NaN for none."""
     _check_same_shape(prediction, target, "prediction and target")
     return (prediction - target).square().mean(-1) / target.var(-1, unbiased=False)
 
 
 def error_rate(prediction: Tensor, target: Tensor) -> Tensor:
     """Fraction of misclassified points; ``prediction`` holds labels ``(..., n)`` or probabilities ``(..., n, C)``."""
-    labels = prediction.argmax(-1) if prediction.dim() == target.dim() + 1 else prediction
+    probabilities = prediction.dim() == target.dim() + 1
+    labels = prediction.argmax(-1) if probabilities else prediction
     _check_same_shape(labels, target, "predicted labels and target")
+    if probabilities:
+        _check_labels(target, prediction.size(-1))
     return (labels != target).to(torch.get_default_dtype()).mean(-1)
 
 
@@ -86,6 +104,9 @@ def expected_calibration_error(probs: Tensor, target: Tensor, num_bins: int = 15
     """
     if probs.dim() != 2 or target.shape != probs.shape[:1]:
         raise ValueError(f"probs must be (n, C) and target (n,), got {tuple(probs.shape)} and {tuple(target.shape)}.")
+    if isinstance(num_bins, bool) or not isinstance(num_bins, int) or num_bins < 1:
+        raise ValueError(f"num_bins must be a positive integer, got {num_bins!r}.")
+    _check_labels(target, probs.size(-1))
     confidence, labels = probs.max(-1)
     correct = (labels == target).to(probs.dtype)
     bins = torch.clamp((confidence * num_bins).long(), max=num_bins - 1)

@@ -37,7 +37,7 @@ from torch import Size, Tensor
 
 from gprf.botorch.frozen import frozen_copy
 from gprf.botorch.paths import SharedFeatureMatheronPath
-from gprf.botorch.prior import kernel_feature_paths
+from gprf.botorch.prior import check_sample_shape, kernel_feature_paths
 from gprf.botorch.update import check_update_kernel, observation_noise
 from gprf.kernels import root_columns
 from gprf.linalg import CapacitanceFactor, FeatureRoot, choose_route, covariance_root, factor_points
@@ -70,7 +70,7 @@ def matheron_prior_paths(model: ExactGP, sample_shape: Size) -> GeneralizedLinea
     """The prior part of :func:`weight_space_matheron_paths` (the one random draw besides the update's noise)."""
     check_update_kernel(model.covar_module)
     # The outcome untransform applies to the sum of the two paths, not to the prior path alone.
-    return kernel_feature_paths(model, sample_shape, untransform_outcomes=False)
+    return kernel_feature_paths(model, check_sample_shape(sample_shape), untransform_outcomes=False)
 
 
 def matheron_paths(model: ExactGP, prior_paths: GeneralizedLinearPath, weights: Tensor) -> SharedFeatureMatheronPath:

@@ -89,6 +89,7 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
         sampler: str = "orthogonal",
         seed: int | None = None,
     ) -> None:
+        _check_training_shapes(train_X, train_Y, train_Yvar)
         output_batch_shape = train_X.shape[:-2] + (
             torch.Size([train_Y.shape[-1]]) if train_Y.shape[-1] > 1 else torch.Size()
         )
@@ -133,12 +134,22 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
                 f"X must have shape (..., q, {self._num_input_columns}) like the training inputs, got "
                 f"{tuple(X.shape)}; pass points with {self._num_input_columns} columns."
             )
+        try:
+            torch.broadcast_shapes(X.shape[:-2], self._input_batch_shape)
+        except RuntimeError:
+            raise ValueError(
+                f"X has batch shape {tuple(X.shape[:-2])}, which does not broadcast with the training inputs' batch "
+                f"shape {tuple(self._input_batch_shape)}; pass X of shape (*batch, q, d) with batch broadcasting to it."
+            ) from None
         return super().posterior(X, *args, **kwargs)
 
     def subset_output(self, idcs: list[int]) -> RandomFeatureSingleTaskGP:
         """BoTorch's ``subset_output`` (the tensors of :func:`output_batch_dims` indexed), then the batch shape of the
         kernels and feature maps that own none of those tensors: BoTorch updates only the owners, which left e.g. a
         scale-free quadrature kernel (no parameter) broadcasting its one remaining draw back over the old outputs."""
+        num_outputs = self.num_outputs
+        if any(isinstance(i, bool) or not isinstance(i, int) or not -num_outputs <= i < num_outputs for i in idcs):
+            raise IndexError(f"subset_output: idcs must be output indices in [0, {num_outputs}), got {list(idcs)}.")
         subset = super().subset_output(idcs)
         if subset._aug_batch_shape != self._aug_batch_shape:
             # Read on this model: in the copy, a kernel with stale parts cannot broadcast its batch shape.
@@ -181,6 +192,19 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
             closure = partial(closure, **closure_kwargs)
         (optimizer or fit_gpytorch_mll_scipy)(mll, closure=closure, **(optimizer_kwargs or {}))
         return mll.eval()
+
+
+def _check_training_shapes(train_X: Tensor, train_Y: Tensor, train_Yvar: Tensor | None) -> None:
+    """A ``ValueError`` when the targets do not have one row per training input: BoTorch builds such a model and
+    fails only at its first prediction, inside GPyTorch."""
+    for name, values in (("train_Y", train_Y), ("train_Yvar", train_Yvar)):
+        if values is None or train_X.dim() < 2 or values.dim() < 2:
+            continue  # BoTorch's own checks name the missing output dimension
+        if values.size(-2) != train_X.size(-2):
+            raise ValueError(
+                f"{name} has {values.size(-2)} rows (shape {tuple(values.shape)}) but train_X has {train_X.size(-2)} "
+                f"(shape {tuple(train_X.shape)}); pass one row of {name} per training input."
+            )
 
 
 def _transformed_dim(train_X: Tensor, input_transform: InputTransform | None) -> int:

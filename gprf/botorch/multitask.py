@@ -47,7 +47,7 @@ from gprf.botorch.features import check_pathwise_kernel
 from gprf.botorch.frozen import frozen_copy
 from gprf.botorch.matheron import feature_space_update_weights
 from gprf.botorch.paths import SharedFeatureMatheronPath
-from gprf.botorch.prior import path_weights
+from gprf.botorch.prior import check_sample_shape, path_weights
 from gprf.kernels import is_feature_expression, root_columns
 from gprf.linalg import covariance_root, feature_root
 from gprf.settings import feature_chunk_size
@@ -123,6 +123,12 @@ def multitask_matheron_paths(model: MultiTaskGP, sample_shape: Size) -> SharedFe
         evaluation); evaluated at points ``batch x n x (d + 1)`` with the task column it gives
         ``sample_shape x batch x n`` values on the model's outcome scale.
     """
+    if not isinstance(model, MultiTaskGP):
+        raise TypeError(
+            f"multitask_matheron_paths needs a BoTorch MultiTaskGP, got {type(model).__name__}; draw the paths of "
+            "other models with botorch.sampling.pathwise.draw_matheron_paths."
+        )
+    sample_shape = check_sample_shape(sample_shape)
     if not is_feature_expression(model.covar_module):
         raise TypeError(
             f"multitask_matheron_paths needs a MultiTaskGP whose covar_module is a gprf feature kernel (pass a gprf "

@@ -33,6 +33,19 @@ from gprf.botorch.features import KernelRootFeatureMap
 from gprf.botorch.frozen import frozen_copy
 
 
+def check_sample_shape(sample_shape: object) -> Size:
+    """``sample_shape`` as a ``torch.Size`` of non-negative sizes; a ``TypeError`` naming the fix otherwise (an int
+    would fail deep inside the path construction)."""
+    if not isinstance(sample_shape, (Size, tuple, list)) or not all(
+        isinstance(size, int) and not isinstance(size, bool) and size >= 0 for size in sample_shape
+    ):
+        raise TypeError(
+            f"sample_shape must be a torch.Size of sample sizes, e.g. torch.Size([{sample_shape!r}]), got "
+            f"{type(sample_shape).__name__} {sample_shape!r}."
+        )
+    return Size(sample_shape)
+
+
 def path_weights(shape: Size, batch_ndim: int) -> Tensor:
     """Standard normal weights of shape ``sample_shape x batch_shape x F``, one QMC point per sample path.
 

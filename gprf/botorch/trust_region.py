@@ -129,7 +129,13 @@ class TrustRegion:
         values are refused: :math:`+\\infty` could never be improved upon, and the relative margin of an infinite
         best value is undefined.
         """
-        values = torch.as_tensor(values).detach()
+        try:
+            values = torch.as_tensor(values).detach()
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise TypeError(
+                f"TrustRegion.update needs real objective values (a tensor or a sequence of numbers), got "
+                f"{type(values).__name__}: {err}"
+            ) from None
         if values.is_complex() or values.dtype == torch.bool:
             raise TypeError(f"TrustRegion.update needs real objective values, got dtype {values.dtype}.")
         if values.numel() == 0 or values.dim() > 2 or (values.dim() == 2 and values.size(-1) != 1):

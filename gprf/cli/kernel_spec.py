@@ -34,6 +34,8 @@ from gprf.kernels.exact import exact_target, stationary_targets
 _STATIONARY = tuple(target.name for target in stationary_targets())
 _BASES = (*_STATIONARY, "linear", "polyP (P = 1, 2, ...)", "additive(k)")
 _TOKEN = re.compile(r"\s*(?:(?P<name>[a-z][a-z0-9]*)|(?P<int>\d+)|(?P<op>[-+*()\[\]:,]))")
+#: What a token of each kind is called in the errors.
+_KINDS = {"name": "a kernel name", "int": "a number"}
 #: Deepest nesting of parentheses a spec may have (deeper ones are refused, not recursed into).
 MAX_NESTING = 32
 #: Most digits of a column number or polynomial degree (larger numbers are refused before conversion).
@@ -175,7 +177,7 @@ class _Parser:
         token = self.peek()
         if token is None or (value is not None and token[1] != value) or (kind is not None and token[0] != kind):
             position = token[2] if token is not None else len(self.text)
-            raise self.error(position, repr(value) if value is not None else f"a {kind}")
+            raise self.error(position, repr(value) if value is not None else _KINDS[kind])
         self.index += 1
         return token
 
@@ -258,6 +260,6 @@ class _Parser:
     def integer(self, expected: str) -> int:
         """The next token as an int, refused (as ``expected``) when it is no number or too long to be a column."""
         token = self.peek()
-        if token is not None and token[0] == "int" and len(token[1]) > _MAX_DIGITS:
-            raise self.error(token[2], expected)
+        if token is None or token[0] != "int" or len(token[1]) > _MAX_DIGITS:
+            raise self.error(token[2] if token is not None else len(self.text), expected)
         return int(self.take(kind="int")[1])

@@ -87,6 +87,8 @@ def random_features(
         raise ValueError(f"Unknown sketch {sketch!r}; valid choices are: {', '.join(map(repr, SKETCHES))}.")
     if num_dims is not None:
         check_positive_int(num_dims, "num_dims")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise TypeError(f"seed must be an int or None (each random part draws with seed + its index), got {seed!r}.")
     if not isinstance(kernel, Kernel):
         raise TypeError(f"kernel must be a GPyTorch Kernel, got {type(kernel).__name__}.")
     budget_rule = Budget(budget)

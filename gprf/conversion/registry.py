@@ -52,6 +52,13 @@ def register_translation(*kernel_types: type) -> Callable[[Translation], Transla
     """Decorator registering a translation for ``kernel_types`` (and their subclasses without their own): GPyTorch
     kernel classes, or kinds of exact target (:class:`~gprf.kernels.exact.ExactTarget` subclasses)."""
 
+    for kernel_type in kernel_types:
+        if not isinstance(kernel_type, type):
+            raise TypeError(
+                f"register_translation takes kernel classes (or exact-target kinds), got {type(kernel_type).__name__} "
+                f"{kernel_type!r}; use it as @register_translation(MyKernel)."
+            )
+
     def decorator(translation: Translation) -> Translation:
         for kernel_type in kernel_types:
             _TRANSLATIONS[kernel_type] = translation

@@ -97,6 +97,10 @@ def sharded_predictor(
         >>> predictor = gprf.distributed.sharded_predictor(model)
         >>> mean, variance = predictor.predict(x_test_shard, chunk_size=10_000)
     """
+    if not isinstance(model, ExactGP):
+        raise TypeError(
+            f"sharded_predictor takes a GPyTorch ExactGP holding this rank's rows, got {type(model).__name__}."
+        )
     if chunk_size is not None:
         check_positive_int(chunk_size, "chunk_size")
     statistics = sharded_statistics(model, ShardExchange(group), chunk_size)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from gprf._checks import check_choice, check_features_input, check_positive_int
+from gprf._checks import check_choice, check_features_input, check_generator, check_positive_int
 from gprf.features.nested import member_segments, new_streams, next_draw_version, observe_draw_version
 
 
@@ -60,6 +60,8 @@ class FeatureMapBase(torch.nn.Module, ABC):
         self.input_dim = check_positive_int(input_dim, "input_dim")
         self.num_features = check_positive_int(num_features, "num_features")
         self.batch_shape = torch.Size(batch_shape)
+        if any(size < 1 for size in self.batch_shape):
+            raise ValueError(f"batch_shape must hold positive sizes, got {tuple(self.batch_shape)}.")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise TypeError(f"seed must be an int or None, got {seed!r}.")
         self.seed = seed
@@ -69,7 +71,7 @@ class FeatureMapBase(torch.nn.Module, ABC):
 
     # ------------------------------------------------------------------ randomness
     def _generator(self, generator: torch.Generator | None = None) -> torch.Generator:
-        if generator is not None:
+        if check_generator(generator) is not None:
             return generator
         if self.seed is not None:
             return torch.Generator().manual_seed(self.seed)
@@ -187,6 +189,7 @@ class FeatureMapBase(torch.nn.Module, ABC):
 
         Raises ``NotImplementedError`` (with the reason) for maps whose draws cannot nest.
         """
+        check_generator(generator)
         if self.nesting_refusal is not None:
             raise NotImplementedError(f"{type(self).__name__} cannot be resized: {self.nesting_refusal}.")
         num_features = check_positive_int(num_features, "num_features")

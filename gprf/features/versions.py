@@ -31,6 +31,11 @@ def _tensor_version(tensor: Tensor) -> int | None:
     return None if tensor.is_inference() else tensor._version
 
 
+def tensor_versions(*tensors: Tensor) -> tuple:
+    """The version counters of ``tensors`` (views share their base's): they change with any in-place write."""
+    return tuple(_tensor_version(tensor) for tensor in tensors)
+
+
 def state_versions(*modules: torch.nn.Module | None) -> tuple:
     """A stamp of the state of ``modules`` (``None`` entries skipped): it differs after any new feature draw, any
     in-place write to a parameter or buffer, or any parameter or buffer replaced by another tensor."""

@@ -28,6 +28,7 @@ from contextlib import ExitStack
 from functools import partial
 
 import torch
+from gpytorch.likelihoods import FixedNoiseGaussianLikelihood
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.models import ExactGP
 
@@ -46,7 +47,7 @@ from gprf.fitting.fit_arguments import (
 )
 from gprf.fitting.growth import FeatureGrowth
 from gprf.fitting.handover import RefitGram
-from gprf.fitting.placement import row_placement
+from gprf.fitting.placement import LOCAL_ROWS, row_placement
 from gprf.fitting.row_subsample import training_rows
 from gprf.fitting.scale_fit import supports_exact_scale_fit, training_feature_sums
 from gprf.fitting.scale_statistics import FeatureSums, ScaleStatistics
@@ -239,10 +240,31 @@ def _check_mll(mll: object) -> ExactGP:
             f"fit_mll takes gpytorch.mlls.ExactMarginalLogLikelihood of an ExactGP, got {type(mll).__name__}; "
             "fit other objectives with a torch optimizer."
         )
+    if type(mll).forward is not ExactMarginalLogLikelihood.forward and row_placement(mll) is LOCAL_ROWS:
+        # e.g. GPyTorch's LeaveOneOutPseudoLikelihood: the scale refit would maximise another objective than the steps.
+        # (A marginal likelihood with its own row placement, gprf's sharded one, is that of the whole data.)
+        raise TypeError(
+            f"fit_mll maximises the exact marginal likelihood, but {type(mll).__name__} computes another objective; "
+            "pass gpytorch.mlls.ExactMarginalLogLikelihood, or fit this one with a torch optimizer."
+        )
     if mll.model.train_inputs is None:
         raise ValueError("fit_mll: the model has no training data (model.set_train_data first).")
     check_training_inputs(mll.model.train_inputs)
+    _check_observed_noise(mll.likelihood, mll.model.train_targets.size(-1))
     return mll.model
+
+
+def _check_observed_noise(likelihood: object, num_rows: int) -> None:
+    """Refuse observed noise GPyTorch would silently drop: a ``FixedNoiseGaussianLikelihood`` whose noise does not
+    have one variance per training point is a no-op there (zero noise, with only a ``GPInputWarning``)."""
+    if not isinstance(likelihood, FixedNoiseGaussianLikelihood):
+        return
+    noise = likelihood.noise_covar.noise
+    if noise.size(-1) != num_rows:
+        raise ValueError(
+            f"fit_mll: the FixedNoiseGaussianLikelihood holds {noise.size(-1)} noise variances but the model has "
+            f"{num_rows} training points; pass one variance per point (train_Yvar of the training targets' shape)."
+        )
 
 
 def _nested_kernels(model: ExactGP, tune_features: int | None) -> list[FeatureMapOwner]:

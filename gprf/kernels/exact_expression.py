@@ -35,6 +35,8 @@ def exact_expression(kernel: Kernel) -> Kernel:
     ``exact()`` (feature kernels, their sums and products). GPyTorch kernels without ``exact()`` are already exact and
     are returned as they are.
     """
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"exact_expression takes a GPyTorch Kernel, got {type(kernel).__name__}.")
     if isinstance(kernel, ScaleKernel):
         return scale_like(exact_expression(kernel.base_kernel), kernel)
     if type(kernel) in (AdditiveKernel, ProductKernel):  # GPyTorch's own sums and products of such kernels

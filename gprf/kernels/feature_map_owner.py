@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -178,6 +179,21 @@ class FeatureMapOwner(ABC):
                 f"but got inputs of shape {tuple(x.shape)}; pass inputs of shape (..., n, "
                 f"{self.feature_map.input_dim}) or build the kernel with num_dims={x.size(-1)}."
             )
+        reference = next(itertools.chain(self.parameters(), self.feature_map.buffers()), None)
+        if reference is not None and reference.device != x.device:
+            raise ValueError(
+                f"{type(self).__name__} is on device {reference.device} but got inputs on {x.device}; move one to the "
+                f"other (kernel.to({str(x.device)!r}) or x.to({str(reference.device)!r}))."
+            )
+        try:
+            torch.broadcast_shapes(x.shape[:-2], self.batch_shape)
+        except RuntimeError:
+            raise ValueError(
+                f"{type(self).__name__} has batch_shape {tuple(self.batch_shape)}, which does not broadcast with the "
+                f"batch dimensions {tuple(x.shape[:-2])} of inputs of shape {tuple(x.shape)}; pass inputs of shape "
+                f"(*batch, n, d) with batch broadcasting to {tuple(self.batch_shape)}, or build the kernel with a "
+                "matching batch_shape."
+            ) from None
         return x / self.lengthscale if self.has_lengthscale else x
 
     def resample_features(self, generator: torch.Generator | None = None) -> None:

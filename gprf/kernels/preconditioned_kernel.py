@@ -13,7 +13,7 @@ from linear_operator.utils.cholesky import psd_safe_cholesky
 from torch import Tensor
 from torch.func import functional_call
 
-from gprf._checks import check_positive_int
+from gprf._checks import check_finite_inputs, check_generator, check_positive_int
 from gprf.kernels.feature_kernel import FeatureKernel, same_inputs
 from gprf.linalg import ExactKernelLinearOperator, FeatureRootLinearOperator
 from gprf.linalg.capacitance import solve_triangular
@@ -82,7 +82,7 @@ class _NystromCovariance:
 
 def _new_seed(generator: torch.Generator | None) -> int:
     """A seed for the Nyström points, from ``generator`` (or the global generator)."""
-    return int(torch.randint(0, 2**62, (1,), generator=generator))
+    return int(torch.randint(0, 2**62, (1,), generator=check_generator(generator)))
 
 
 def _no_prior(module: torch.nn.Module) -> None:
@@ -256,6 +256,9 @@ class PreconditionedKernel(Kernel):
             )
         if params:
             raise TypeError(f"PreconditionedKernel takes no extra kernel arguments, got {sorted(params)}.")
+        # GPyTorch's exact kernels turn NaN inputs into NaN covariances without a word; the feature kernels refuse them.
+        for x in (x1, x2):
+            check_finite_inputs(x, "PreconditionedKernel")
         if diag:
             return self.base_kernel(x1, x2, diag=True)
         names, tensors = zip(*self.base_kernel.named_parameters(), strict=True) if self._has_parameters() else ((), ())

@@ -24,7 +24,7 @@ import torch
 from gpytorch.models import ExactGP
 from torch import Tensor
 
-from gprf._checks import check_positive_int
+from gprf._checks import check_generator, check_positive_int
 
 
 def class_marginals(model: ExactGP, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -65,6 +65,7 @@ def predict_proba(
         generator: Generator of the samples (a CPU generator works for models on any device).
     """
     num_samples = check_positive_int(num_samples, "num_samples")
+    check_generator(generator)
     mean, variance = class_marginals(model, x)
     draw_device = generator.device if generator is not None else mean.device
     noise = torch.randn((num_samples, *mean.shape), generator=generator, dtype=mean.dtype, device=draw_device)

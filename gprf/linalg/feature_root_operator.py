@@ -194,10 +194,10 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
         if features.size(-2) > features.size(-1):
             warnings.warn(
                 f"Forming the dense {features.size(-2)} x {features.size(-2)} matrix of a random-feature covariance "
-                f"of rank {features.size(-1)} (O(N^2) memory, O(N^3) to factor). GPyTorch does this in a ProductKernel "
-                "whose factor before the feature kernel has no feature root (an exact kernel): multiply feature "
-                "kernels, the feature kernel first (ScaleKernel(k1) * k2, covar_module * IndexKernel(...)), and "
-                "approximate exact factors with gprf.random_features.",
+                f"of rank {features.size(-1)} (O(N^2) memory, O(N^3) to factor). Where to_dense() is not your own "
+                "call, GPyTorch does this in a ProductKernel whose factor before the feature kernel has no feature "
+                "root (an exact kernel): multiply feature kernels, the feature kernel first (ScaleKernel(k1) * k2, "
+                "covar_module * IndexKernel(...)), and approximate exact factors with gprf.random_features.",
                 LowRankStructureWarning,
                 stacklevel=2,
             )

@@ -5,7 +5,8 @@ hyperparameter changed in eval mode (an optimizer step, ``load_state_dict``, a g
 draw (``resample_features``) would leave predictions on the old training cache. gprf's strategies stamp the state of
 the covariance module and the likelihood (:func:`~gprf.features.versions.state_versions`: version counters, no host
 synchronisation) when they are built and, on a prediction after a change, evaluate the training covariance and the
-likelihood's noise again, so the answer is the one a fresh ``model.eval()`` gives.
+likelihood's noise again, so the answer is the one a fresh ``model.eval()`` gives; so they do after an in-place write
+to the training inputs or targets.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from gpytorch.lazy import LazyEvaluatedKernelTensor
 from gpytorch.models.exact_prediction_strategies import DefaultPredictionStrategy
 from gpytorch.utils.memoize import clear_cache_hook
 
-from gprf.features.versions import state_versions
+from gprf.features.versions import state_versions, tensor_versions
 
 
 class RefreshingPredictionStrategy(DefaultPredictionStrategy):
@@ -36,7 +37,8 @@ class RefreshingPredictionStrategy(DefaultPredictionStrategy):
     def _model_state(self) -> tuple:
         covariance = self.train_prior_dist.lazy_covariance_matrix
         kernel = covariance.kernel if isinstance(covariance, LazyEvaluatedKernelTensor) else None
-        return state_versions(kernel, self.likelihood)
+        # The training data too: GPyTorch hands the strategy the model's own tensors, which may be written in place.
+        return state_versions(kernel, self.likelihood), tensor_versions(*self.train_inputs, self.train_labels)
 
     def stop_following(self) -> None:
         """Keep the caches whatever happens to the modules the strategy was built from (fantasy strategies)."""

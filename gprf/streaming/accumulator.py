@@ -194,6 +194,11 @@ class StreamingFit:
 
     def fit(self, chunks: Iterable) -> StreamingFit:
         """:meth:`update` with every ``(x, y)`` or ``(x, y, noise)`` of an iterable (e.g. a ``DataLoader``)."""
+        if not isinstance(chunks, Iterable) or torch.is_tensor(chunks):
+            raise TypeError(
+                f"fit expects an iterable of (x, y) or (x, y, noise) chunks (e.g. iterate_chunks(x, y)), got "
+                f"{type(chunks).__name__}; call update(x, y) for one chunk."
+            )
         for chunk in chunks:
             if not isinstance(chunk, (tuple, list)) or len(chunk) not in (2, 3):
                 raise TypeError(
@@ -229,6 +234,12 @@ def iterate_chunks(
 ) -> Iterator[tuple[Tensor, ...]]:
     """Views ``(x[..., i:j, :], y[..., i:j][, noise[..., i:j]])`` of in-memory data, ``chunk_size`` points each."""
     check_positive_int(chunk_size, "chunk_size")
+    if not torch.is_tensor(x) or x.dim() < 2:
+        raise ValueError(f"x must be a tensor of shape (..., n, d), got {getattr(x, 'shape', type(x).__name__)}.")
+    # Slicing would cut mismatched arrays into chunks of different lengths without a word.
+    _check_targets(x, y, "y")
+    if noise is not None:
+        _check_targets(x, noise, "noise")
     for start in range(0, x.size(-2), chunk_size):
         stop = start + chunk_size
         chunk = (x[..., start:stop, :], y[..., start:stop])

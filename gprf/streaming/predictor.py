@@ -56,6 +56,11 @@ class StreamingPredictor:
         Raises ``ValueError`` when ``covar_module``'s random features or hyperparameters, or the prior mean, differ
         from those of the statistics (checked on their fingerprint; one host synchronisation).
         """
+        if not isinstance(statistics, SufficientStatistics):
+            raise TypeError(
+                f"from_statistics expects SufficientStatistics (StreamingFit.statistics), got "
+                f"{type(statistics).__name__}."
+            )
         differing = cls._mismatch(statistics, covar_module, mean_module)
         if differing is not None:
             raise ValueError(

@@ -77,7 +77,7 @@ def test_composite_specs_are_told_from_single_kernels():
         ("rbf[0:3]*periodic", r"a kernel name \(rbf, .*\), not 'periodic' at position 9"),
         ("rbf[0:7]", r"an end column in 1 \.\. 6"),
         ("rbf[6]", r"a column in 0 \.\. 5 \(the data has 6 columns\)"),
-        ("rbf+", r"expected a name at position 4"),
+        ("rbf+", r"expected a kernel name at position 4"),
         ("(rbf", r"expected '\)'"),
         ("rbf rbf", r"expected '\+', '\*' or the end at position 4"),
         ("additive(linear)", r"a stationary kernel inside additive"),

@@ -18,13 +18,12 @@ def check_skeleton_dims(skeleton: Skeleton, kwargs: dict, owner: str) -> int:
     (``ard_num_dims``, ``active_dims``)."""
     if not isinstance(skeleton, Skeleton):
         raise TypeError(f"{owner}: skeleton must be a gprf.features.Skeleton, got {type(skeleton).__name__}.")
-    num_dims = resolve_num_dims(skeleton.input_dim, kwargs.get("ard_num_dims"), kwargs.get("active_dims"), owner)
     active_dims = kwargs.get("active_dims")
     if active_dims is not None and len(active_dims) != skeleton.input_dim:
         raise ValueError(
             f"{owner}: active_dims selects {len(active_dims)} columns but the skeleton reads {skeleton.input_dim}."
         )
-    return num_dims
+    return resolve_num_dims(skeleton.input_dim, kwargs.get("ard_num_dims"), active_dims, owner)
 
 
 class CompositionalKernel(Kernel):
