@@ -123,8 +123,8 @@ def fit_mll(
             is kept); ``None``: 100 for small problems (no subsample and no nesting), 0 otherwise (a full-size
             evaluation costs about as much as the exact refit, so a budget that leaves room for a few of them
             gains little; measured in the regression benchmark's documentation).
-        seed: Seed of the row subsample, an integer in :math:`[0, 2^{63})`; ``None`` draws one from torch's
-            global generator (so ``torch.manual_seed`` makes the fit repeatable).
+        seed: Seed of the row subsample, an integer in :math:`[0, 2^{63})`; ``None`` derives one from torch's
+            global generator state without advancing it (so ``torch.manual_seed`` makes the fit repeatable).
         progress: Print each stage and its marginal likelihood to stderr.
         callback: ``callback(stage, seconds)`` after every tuning step and stage; the time it takes is not counted
             in ``time_budget`` (use it to evaluate checkpoints).
@@ -357,7 +357,9 @@ def _refit_seconds(model: ExactGP) -> float:
         return 0.0
     device = model.train_targets.device
     rows = min(num_rows, 256)
-    probe = torch.randn(rows, num_features, dtype=torch.float64, device=device)
+    # A private generator: timing the device must not move the caller's random stream.
+    generator = torch.Generator(device=device).manual_seed(0)
+    probe = torch.randn(rows, num_features, dtype=torch.float64, device=device, generator=generator)
     probe.mT @ probe  # untimed: the first float64 GEMM of a process also pays the BLAS library's start-up
     _synchronize(device)
     begin = time.perf_counter()
