@@ -15,6 +15,11 @@ Sub-benchmarks (``--what``, comma-separated, or ``all``; default ``mll,predict``
   against an exact ``SingleTaskGP`` at several training sizes (:mod:`benchmarks.bench_acquisition`);
 * ``bo``: Bayesian optimisation with large batches on Styblinski–Tang, gprf's Thompson sampling (global and in a
   trust region) and qLogNEI against the exact ``SingleTaskGP`` (:mod:`benchmarks.bench_bo`);
+* ``small-n``: fit step, posterior, qLogNEI and Matheron paths at everyday Bayesian-optimisation sizes (20 to 2000
+  points), both gprf BoTorch models against the exact ``SingleTaskGP`` (:mod:`benchmarks.bench_small_n`);
+* ``small-bo``: closed-loop Bayesian optimisation with qLogNEI on BoTorch's standard problems from 10 points on, both
+  gprf BoTorch models against the exact ``SingleTaskGP`` over paired seeds, with plots
+  (:mod:`benchmarks.bench_small_bo`);
 * ``regression``: test RMSE and NLL against training time on real data, gprf's one-call training recipe against
   the exact GP, SGPR, SVGP and GPyTorch's ``RFFKernel`` (:mod:`benchmarks.bench_regression`);
 * ``composite``: relative Frobenius error and predictive KL of random features for composite kernels (products of
@@ -43,6 +48,8 @@ from benchmarks.bench_regression import (
     run_regression,
 )
 from benchmarks.bench_roofline import gemm_rates, render_roofline, roofline_report
+from benchmarks.bench_small_bo import add_small_bo_arguments, check_small_bo_arguments, render_small_bo, run_small_bo
+from benchmarks.bench_small_n import render_small_n, run_small_n
 from benchmarks.bench_thompson import render_thompson, run_thompson
 from benchmarks.bo_objectives import BO_OBJECTIVES
 from gprf.cli.main import run_command
@@ -62,8 +69,21 @@ from gprf.cli.report import Progress, write_json
 
 PROG = "python -m benchmarks"
 
-SUB_BENCHMARKS = ("mll", "predict", "featurize", "thompson", "acquisition", "bo", "regression", "composite")
+SUB_BENCHMARKS = (
+    "mll",
+    "predict",
+    "featurize",
+    "thompson",
+    "acquisition",
+    "bo",
+    "small-n",
+    "small-bo",
+    "regression",
+    "composite",
+)
 DEFAULT_WHAT = "mll,predict"
+#: Sub-benchmarks whose tables report accuracy (or closed-loop results), not round-robin timings.
+ACCURACY_TABLES = {"regression", "bo", "small-bo", "composite"}
 
 
 def sub_benchmarks(text: str) -> list[str]:
@@ -202,6 +222,17 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"subset of {','.join(BO_METHODS)} (default: all)",
     )  # fmt: skip
     bo.add_argument("--bo-plot", metavar="OUT.png", help="draw the best value against evaluations and seconds")
+    small = parser.add_argument_group("small-n")
+    small.add_argument(
+        "--small-n", type=positive_ints, default=[20, 100, 500, 2000], metavar="N,...",
+        help="training sizes (default: 20,100,500,2000)",
+    )  # fmt: skip
+    small.add_argument("--small-d", type=positive_int, default=6, metavar="D", help="input dimension (default: 6)")
+    small.add_argument(
+        "--small-features", type=positive_int, default=None, metavar="F",
+        help="features of both gprf models (default: gprf.suggest_num_features of N and D)",
+    )  # fmt: skip
+    add_small_bo_arguments(parser)
     composite = parser.add_argument_group("composite")
     composite.add_argument(
         "--composite-features", type=positive_ints, metavar="F,...", default=[512, 2048, 8192],
@@ -253,6 +284,8 @@ def run_bench(args: argparse.Namespace, log: Progress) -> dict:
             f"argument --features: must be even (F/2 frequencies with cos and sin features), got {args.features}"
         )
     datasets = load_regression_datasets(args)
+    if "small-bo" in args.what:
+        check_small_bo_arguments(args)
     if args.bo_plot is not None:
         if "bo" not in args.what:
             raise CLIError("argument --bo-plot: draws the bo benchmark; add bo to --what")
@@ -275,6 +308,10 @@ def run_bench(args: argparse.Namespace, log: Progress) -> dict:
         report["thompson"] = run_thompson(args, device, dtype, log)
     if "acquisition" in args.what:
         report["acquisition"] = run_acquisition(args, device, dtype, log)
+    if "small-n" in args.what:
+        report["small-n"] = run_small_n(args, log)
+    if "small-bo" in args.what:
+        report["small-bo"] = run_small_bo(args, log)
     if "bo" in args.what:
         report["bo"] = run_bo(args, device, log)
         if args.bo_plot:
@@ -308,13 +345,17 @@ def render_report(report: dict) -> str:
         sections.append(render_acquisition(report["acquisition"]))
     if "bo" in report:
         sections.append(render_bo(report["bo"]))
+    if "small-n" in report:
+        sections.append(render_small_n(report["small-n"]))
+    if "small-bo" in report:
+        sections.append(render_small_bo(report["small-bo"]))
     if "regression" in report:
         sections.append(render_regression(report["regression"]))
     if "composite" in report:
         sections.append(render_composite(report["composite"]))
     for section in sections:
         lines += ["", *section]
-    if set(cfg["what"]) - {"regression", "bo", "composite"}:  # those tables report accuracy, not round-robin timings
+    if set(cfg["what"]) - ACCURACY_TABLES:  # those tables report accuracy, not round-robin timings
         lines += ["", "All contenders of a table are timed round-robin in the same run: compare ratios, not times."]
     return "\n".join(lines)
 

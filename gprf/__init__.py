@@ -23,8 +23,10 @@ from gprf.exceptions import (
     GPRFWarning,
     LowRankStructureWarning,
     NonFiniteTrainingDataError,
+    OversizedFeaturesWarning,
 )
 from gprf.fitting import fit_mll
+from gprf.sizing import suggest_num_features
 
 # gprf's entries in BoTorch's dispatchers: now if BoTorch is imported, else right after its import (never importing it).
 connect_botorch()
@@ -34,6 +36,7 @@ __all__ = [
     "GPRFWarning",
     "LowRankStructureWarning",
     "NonFiniteTrainingDataError",
+    "OversizedFeaturesWarning",
     "__version__",
     "conversion",
     "distributions",
@@ -49,4 +52,5 @@ __all__ = [
     "random_features",
     "settings",
     "streaming",
+    "suggest_num_features",
 ]

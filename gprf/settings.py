@@ -119,8 +119,9 @@ class weight_space_solver(_Setting):
     preconditioned conjugate gradients and estimates :math:`\log\det C` by stochastic Lanczos quadrature
     (:func:`gprf.linalg.cg_inv_quad_logdet`, :math:`O(\text{iterations}\cdot F^2)`): the log-determinant and its
     gradient become estimates (see :doc:`/large_scale`). ``"auto"`` (default) takes CG from ``auto_threshold``
-    features on and the Cholesky factor below. Either route is only used with at least as many training points as
-    features; with fewer, :math:`K` is factored as an :math:`N\times N` matrix.
+    features on and the Cholesky factor below. Either is only used where the marginal likelihood takes the features
+    route (:class:`covariance_route`: by default with at least as many training points as features); with fewer,
+    :math:`K` is factored as an :math:`N\times N` matrix.
 
     Args:
         solver: ``"auto"``, ``"cholesky"`` or ``"cg"``.
@@ -258,3 +259,46 @@ class feature_chunk_size(_Setting):
             return None
         rows = cls.chunk_rows(num_columns)
         return rows if num_points > rows else None
+
+
+class covariance_route(_Setting):
+    r"""In which space a feature-kernel GP computes: the :math:`N\times N` covariance of its points or the
+    :math:`F\times F` capacitance of its features.
+
+    With :math:`K = s\,RR^\top + \Sigma` (:math:`N` points, :math:`F` features) the marginal likelihood, the posterior
+    and the pathwise update can be computed either with the :math:`N\times N` matrix :math:`K` itself (``"points"``:
+    :math:`O(N^2F + N^3)`, then :math:`O(MNF + MN^2)` per prediction at :math:`M` points) or with the capacitance
+    :math:`C = I + s\,R^\top\Sigma^{-1}R` (``"features"``: :math:`O(NF^2 + F^3)`, then :math:`O(MF^2)`); both are exact
+    for the random-feature kernel and give the same numbers up to rounding. ``"auto"`` (default) takes the cheaper
+    one for each call from :math:`N`, :math:`F`, :math:`M` and the batch shape (:func:`gprf.linalg.choose_route`);
+    the other two force a route.
+
+    Args:
+        route: ``"auto"``, ``"points"`` or ``"features"``.
+        max_points_bytes: The largest batch of :math:`N\times N` matrices (in bytes, in the factor dtype) the
+            ``"points"`` route may form: ``"auto"`` takes the features route beyond it, and a forced ``"points"``
+            raises ``ValueError`` instead of running out of memory. Default 2 GiB.
+
+    Example:
+        >>> with gprf.settings.covariance_route("features"):
+        ...     posterior = model.posterior(candidates)
+    """
+
+    ROUTES = ("auto", "points", "features")
+    _value: ClassVar[covariance_route | None] = None  # None: the defaults
+
+    def __init__(self, route: str = "auto", *, max_points_bytes: int = 2**31) -> None:
+        if route not in self.ROUTES:
+            raise ValueError(f"covariance_route takes 'auto', 'points' or 'features', got {route!r}.")
+        if isinstance(max_points_bytes, bool) or not isinstance(max_points_bytes, int) or max_points_bytes < 1:
+            raise ValueError(
+                f"covariance_route: max_points_bytes must be a positive integer, got {max_points_bytes!r}."
+            )
+        self.route = route
+        self.max_points_bytes = max_points_bytes
+        super().__init__(self)  # a block makes this whole setting the current one
+
+    @classmethod
+    def current(cls) -> covariance_route:
+        """The active setting (the defaults outside any ``with`` block)."""
+        return cls._value if cls._value is not None else cls()

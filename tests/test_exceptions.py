@@ -20,6 +20,7 @@ from linear_operator.utils.warnings import NumericalWarning
 import gprf
 from gprf import exceptions
 from gprf.exceptions import (
+    CollectiveError,
     ConjugateGradientWarning,
     DispatchFallbackWarning,
     GPRFWarning,
@@ -27,6 +28,7 @@ from gprf.exceptions import (
     InfiniteVarianceWarning,
     LowRankStructureWarning,
     NonFiniteTrainingDataError,
+    ShardMismatchError,
 )
 from gprf.features import QuadratureFeatures
 from gprf.kernels import RandomFourierKernel
@@ -46,6 +48,8 @@ from tests.helpers.regression import make_model, signed_kernel, signed_model
         (InfiniteVarianceWarning, UserWarning),
         (LowRankStructureWarning, UserWarning),
         (NonFiniteTrainingDataError, ValueError),
+        (ShardMismatchError, ValueError),
+        (CollectiveError, TimeoutError),
     ],
 )
 def test_each_error_subclasses_its_builtin(error, builtin):

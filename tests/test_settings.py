@@ -88,6 +88,19 @@ def test_weight_space_solver_refuses_bad_values(kwargs, message):
         gprf.settings.weight_space_solver(**kwargs)
 
 
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        (("dense",), {}, "'auto', 'points' or 'features'"),
+        ((), {"max_points_bytes": 0}, "max_points_bytes must be a positive integer"),
+        ((), {"max_points_bytes": 1.5}, "max_points_bytes must be a positive integer"),
+    ],
+)
+def test_covariance_route_refuses_bad_values(args, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        gprf.settings.covariance_route(*args, **kwargs)
+
+
 def test_feature_chunk_size_modes():
     rule = gprf.settings.feature_chunk_size
     big = rule.AUTO_MIN_ELEMENTS // 1024
@@ -138,6 +151,12 @@ SETTINGS = {
         lambda: gprf.settings.weight_space_solver.current().solver,
     ),
     "feature_chunk_size": (_RULE, 100, False, lambda: (_RULE.rows(101, 8), _RULE.rows(_BIG, 1024))),
+    "covariance_route": (
+        gprf.settings.covariance_route,
+        "points",
+        "features",
+        lambda: gprf.settings.covariance_route.current().route,
+    ),
 }
 
 

@@ -22,7 +22,8 @@ never imports BoTorch) adds gprf's entries to BoTorch's pathwise dispatchers, al
 * evaluates gprf's Matheron paths with one featurisation of their inputs, shared by the prior and the update
   (:class:`~gprf.botorch.paths.SharedFeatureMatheronPath`);
 * provides :class:`RandomFeatureSingleTaskGP`, and trust regions for Thompson sampling in high dimensions
-  (:class:`TrustRegion`, :func:`thompson_sample`).
+  (:class:`TrustRegion`, :func:`thompson_sample`), also with training rows and candidates sharded over
+  ``torch.distributed`` ranks (:func:`sharded_thompson_sample`, :func:`sharded_matheron_paths`).
 """
 
 try:
@@ -36,6 +37,7 @@ from gprf.botorch.matheron import weight_space_matheron_paths
 from gprf.botorch.models import RandomFeatureSingleTaskGP, output_batch_dims
 from gprf.botorch.multitask import multitask_matheron_paths
 from gprf.botorch.prior import path_weights
+from gprf.botorch.sharded_sampling import sharded_matheron_paths, sharded_thompson_sample
 from gprf.botorch.trust_region import TrustRegion, model_lengthscale, thompson_sample
 from gprf.botorch.update import weight_space_update
 
@@ -47,6 +49,8 @@ __all__ = [
     "multitask_matheron_paths",
     "output_batch_dims",
     "path_weights",
+    "sharded_matheron_paths",
+    "sharded_thompson_sample",
     "thompson_sample",
     "weight_space_matheron_paths",
     "weight_space_update",

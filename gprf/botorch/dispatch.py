@@ -12,7 +12,8 @@ other kernels get bit-identical results with and without gprf. Nothing else of B
 dispatcher             types                                gprf's handler, when the covariance is a gprf kernel
 =====================  ===================================  ======================================================
 ``GenKernelFeatures``  gprf's ``FeatureKernel``             :func:`~gprf.botorch.features.gen_root_features`
-``GenKernelFeatures``  ``ScaleKernel``                      the same, for the whole module
+``GenKernelFeatures``  ``ScaleKernel``                      the same, for the whole module (also around GPyTorch's
+                                                            sums and products of gprf kernels)
 prior sampler          ``ExactGP``                          :func:`~gprf.botorch.prior.kernel_feature_paths`
 Gaussian update        ``ExactGP``, Gaussian likelihoods    :func:`~gprf.botorch.weight_space_update` (BoTorch's
                                                             dense update, frozen, when given ``scale_tril``)
@@ -20,8 +21,13 @@ Matheron paths         ``ExactGP``                          :func:`~gprf.botorch
 Matheron paths         ``MultiTaskGP``                      :func:`~gprf.botorch.multitask_matheron_paths`
 =====================  ===================================  ======================================================
 
-The two Matheron entries share one guard (:func:`takes_weight_space_route`): gprf's route needs a Gaussian likelihood
-and BoTorch's default prior sampler and update, since a caller who passes another one asks for BoTorch's route.
+"A gprf kernel" is any covariance module that evaluates to a feature root (:func:`~gprf.kernels.is_feature_expression`):
+a gprf kernel, alone or in ``ScaleKernel``, and GPyTorch's ``AdditiveKernel`` and ``ProductKernel`` of them (what
+``ScaleKernel(k1) + ScaleKernel(k2)`` and ``MultiTaskGP`` with a scaled data kernel build). BoTorch has no
+``GenKernelFeatures`` entry for those two classes, and gprf adds none (BoTorch's own prior sampler is not asked for gprf
+models). The two Matheron entries share one guard (:func:`takes_weight_space_route`): gprf's route needs a Gaussian
+likelihood and BoTorch's default prior sampler and update, since a caller who passes another one asks for BoTorch's
+route.
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ from gprf.botorch.matheron import weight_space_matheron_paths
 from gprf.botorch.multitask import multitask_matheron_paths
 from gprf.botorch.prior import kernel_feature_paths
 from gprf.botorch.update import weight_space_update
-from gprf.kernels import FeatureKernel, is_feature_kernel
+from gprf.kernels import FeatureKernel, is_feature_expression
 
 # BoTorch's handlers for the types below, all found before gprf adds an entry (MultiTaskGP is an ExactGP: looked up
 # after gprf's ExactGP entry, its handler would be gprf's).
@@ -73,7 +79,7 @@ def takes_weight_space_route(
     covariance, a likelihood of ``likelihoods`` (those whose noise the route reads), and BoTorch's default prior
     sampler and update."""
     return (
-        is_feature_kernel(model.covar_module)
+        is_feature_expression(model.covar_module)
         and isinstance(model.likelihood, likelihoods)
         and prior_sampler is draw_kernel_feature_paths
         and update_strategy is botorch_default_update
@@ -89,7 +95,7 @@ def gen_scale_kernel_features(kernel: ScaleKernel, **kwargs: Any) -> PathwiseFea
     generator for every other ``ScaleKernel``. (BoTorch's generator chains a column selection for the wrapper's
     ``active_dims`` and an outputscale transform onto the map of the inner kernel; the root of the whole module needs
     neither.)"""
-    if is_feature_kernel(kernel):
+    if is_feature_expression(kernel):
         return gen_root_features(kernel, **kwargs)
     return botorch_scale_kernel_features(kernel, **kwargs)
 
@@ -98,7 +104,7 @@ def gen_scale_kernel_features(kernel: ScaleKernel, **kwargs: Any) -> PathwiseFea
 def draw_prior_paths(model: ExactGP, **kwargs: Any) -> GeneralizedLinearPath:
     """:func:`~gprf.botorch.prior.kernel_feature_paths` (the kernel's own features, unbiased weights, frozen model
     parts) for gprf kernels; BoTorch's prior sampler for every other model."""
-    if not is_feature_kernel(model.covar_module):
+    if not is_feature_expression(model.covar_module):
         return botorch_prior_paths(model, **kwargs)
     return kernel_feature_paths(model, **kwargs)
 
@@ -110,7 +116,7 @@ def gaussian_update(
     """:func:`~gprf.botorch.weight_space_update` for gprf kernels; BoTorch's dense update for every other model
     and whenever the caller supplies a Cholesky factor of :math:`K + \\Sigma` (``scale_tril``) — for a gprf kernel
     as a frozen copy (:mod:`gprf.botorch.frozen`), since BoTorch's update path evaluates the live kernel."""
-    if not is_feature_kernel(model.covar_module):
+    if not is_feature_expression(model.covar_module):
         return botorch_gaussian_update(model, likelihood, scale_tril=scale_tril, **kwargs)
     if scale_tril is None:
         return weight_space_update(model, likelihood, **kwargs)

@@ -16,7 +16,7 @@ from gpytorch.kernels import Kernel
 from torch import Size, Tensor
 
 from gprf.botorch.frozen import frozen_copy
-from gprf.kernels import RandomFeatureKernel, is_feature_kernel, unwrap_scale_kernel
+from gprf.kernels import RandomFeatureKernel, is_feature_expression, root_columns, unwrap_scale_kernel
 from gprf.linalg import covariance_root
 
 
@@ -29,10 +29,10 @@ class IdentityTransform(torch.nn.Module):
 
 def check_pathwise_kernel(kernel: Kernel) -> None:
     """Raise unless sample paths from ``kernel``'s real root follow the model's posterior."""
-    if not is_feature_kernel(kernel):
+    if not is_feature_expression(kernel):
         raise TypeError(
             f"{type(unwrap_scale_kernel(kernel)).__name__} has no finite feature map; gprf's pathwise sampling needs "
-            "a gprf random-feature kernel (optionally in ScaleKernel)."
+            "a gprf random-feature kernel (optionally in ScaleKernel, or in sums and products of such kernels)."
         )
     base = unwrap_scale_kernel(kernel)
     if isinstance(base, RandomFeatureKernel) and base.posterior == "complex" and base.feature_map.is_complex:
@@ -47,7 +47,8 @@ class KernelRootFeatureMap(PathwiseFeatureMap):
     r"""BoTorch feature map :math:`\phi(x) = \sqrt s\,r(x)`: the feature root of a gprf covariance at raw inputs.
 
     ``kernel`` is a gprf :class:`~gprf.kernels.FeatureKernel`, alone or inside ``ScaleKernel`` (amplitude
-    :math:`s`). The map keeps a frozen copy of ``kernel`` as it is at construction — its random feature draws and
+    :math:`s`), or GPyTorch's sums and products of such kernels (:func:`~gprf.kernels.is_feature_expression`). The
+    map keeps a frozen copy of ``kernel`` as it is at construction — its random feature draws and
     its hyperparameters (:func:`~gprf.botorch.frozen.frozen_copy`) — so that sample paths built on it keep the draw
     they were made with: a later ``resample_features()`` or hyperparameter change of ``kernel`` does not reach them
     (build a new map, or draw new paths, to follow it). It evaluates the copy as GPyTorch does (``active_dims``,
@@ -75,7 +76,7 @@ class KernelRootFeatureMap(PathwiseFeatureMap):
 
     @property
     def num_outputs(self) -> int:
-        return unwrap_scale_kernel(self.kernel).root_dim
+        return root_columns(self.kernel)
 
     @property
     def batch_shape(self) -> Size:

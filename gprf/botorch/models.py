@@ -27,7 +27,8 @@ from gprf.botorch.features import check_pathwise_kernel
 from gprf.distributions import MultivariateNormal
 from gprf.features import FeatureMapBase
 from gprf.fitting.recipe import FIT_MLL_OPTIONS, fit_mll
-from gprf.kernels import RandomFourierKernel, is_feature_kernel, unwrap_scale_kernel
+from gprf.kernels import RandomFourierKernel, is_feature_expression, unwrap_scale_kernel
+from gprf.sizing import suggest_num_features
 
 
 class RandomFeatureSingleTaskGP(SingleTaskGP):
@@ -39,7 +40,9 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
 
     * without ``covar_module``, the kernel is a :class:`~gprf.kernels.RandomFourierKernel` approximating
       BoTorch's default covariance: an ARD RBF (or Matérn) kernel on the *transformed* inputs with BoTorch's
-      dimension-scaled log-normal lengthscale prior and lower bound, batch shape ``[m]`` for ``m`` outputs;
+      dimension-scaled log-normal lengthscale prior and lower bound, batch shape ``[m]`` for ``m`` outputs, with
+      as many features as the training points need (:func:`gprf.suggest_num_features`) unless ``num_features``
+      says otherwise;
     * a user ``covar_module`` must be a gprf feature kernel (optionally in ``ScaleKernel``) with that batch
       shape; anything else raises, naming the kernel, instead of silently training an :math:`O(N^3)` model;
     * ``_subset_batch_dict`` covers every parameter and per-output feature draw (:func:`output_batch_dims`), and
@@ -59,7 +62,8 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
         train_Yvar: Optional observed noise variances (``FixedNoiseGaussianLikelihood``).
         likelihood, mean_module, outcome_transform, input_transform: as in ``SingleTaskGP``.
         covar_module: A gprf feature kernel; default: see above.
-        num_features: Number of features ``F`` of the default kernel.
+        num_features: Number of features ``F`` of the default kernel, or ``"auto"`` (default):
+            :func:`gprf.suggest_num_features` of the training points and the transformed input dimension.
         kernel: Target of the default kernel: ``"rbf"``, ``"matern12"``, ``"matern32"`` or ``"matern52"``.
         sampler: Frequency sampler of the default kernel (see :class:`~gprf.features.RandomFourierFeatures`).
         seed: Seed of the default kernel's feature draws.
@@ -80,7 +84,7 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
         outcome_transform: OutcomeTransform | _DefaultType | None = DEFAULT,
         input_transform: InputTransform | None = None,
         *,
-        num_features: int = 1024,
+        num_features: int | str = "auto",
         kernel: str = "rbf",
         sampler: str = "orthogonal",
         seed: int | None = None,
@@ -90,6 +94,10 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
         )
         if covar_module is None:
             num_dims = _transformed_dim(train_X, input_transform)
+            if isinstance(num_features, str):
+                if num_features != "auto":
+                    raise ValueError(f"num_features must be a positive integer or 'auto', got {num_features!r}.")
+                num_features = suggest_num_features(train_X.size(-2), num_dims)
             priors = get_covar_module_with_dim_scaled_prior(ard_num_dims=num_dims, batch_shape=output_batch_shape)
             covar_module = RandomFourierKernel(
                 num_features,
@@ -184,7 +192,7 @@ def _transformed_dim(train_X: Tensor, input_transform: InputTransform | None) ->
 
 
 def _check_covar_module(covar_module: Module, batch_shape: torch.Size) -> None:
-    if not is_feature_kernel(covar_module):
+    if not is_feature_expression(covar_module):
         raise TypeError(
             f"RandomFeatureSingleTaskGP needs a gprf random-feature covar_module (optionally in ScaleKernel); "
             f"{type(unwrap_scale_kernel(covar_module)).__name__} has no finite feature map. Use "

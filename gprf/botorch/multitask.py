@@ -22,8 +22,10 @@ model does; the likelihood's ``marginal`` adds each row's noise, which the root 
 ``Standardize`` (untransformed as one output whatever ``num_outputs``).
 
 ``draw_matheron_paths``, ``get_matheron_path_model`` and ``PathwiseThompsonSampling`` (for a single output task,
-``output_tasks=[t]``) use it when the covariance is a gprf feature kernel (:mod:`gprf.botorch.dispatch`); every other
-``MultiTaskGP`` keeps BoTorch's route, unchanged.
+``output_tasks=[t]``) use it when the covariance is a gprf feature kernel, or GPyTorch's ``ProductKernel`` of one with
+the task kernel (a ``ScaleKernel`` around the data kernel: the data root times the task covariance's exact root, by
+:mod:`gprf.linalg.root_algebra`) (:mod:`gprf.botorch.dispatch`); every other ``MultiTaskGP`` keeps BoTorch's route,
+unchanged.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from gprf.botorch.frozen import frozen_copy
 from gprf.botorch.matheron import feature_space_update_weights
 from gprf.botorch.paths import SharedFeatureMatheronPath
 from gprf.botorch.prior import path_weights
-from gprf.kernels import is_feature_kernel, unwrap_scale_kernel
+from gprf.kernels import is_feature_expression, root_columns
 from gprf.linalg import covariance_root, feature_root
 from gprf.settings import feature_chunk_size
 
@@ -87,7 +89,7 @@ class TaskRootFeatureMap(PathwiseFeatureMap):
 
     @property
     def num_outputs(self) -> int:
-        return unwrap_scale_kernel(self.model.covar_module).root_dim
+        return root_columns(self.model.covar_module)
 
     @property
     def batch_shape(self) -> Size:
@@ -121,7 +123,7 @@ def multitask_matheron_paths(model: MultiTaskGP, sample_shape: Size) -> SharedFe
         evaluation); evaluated at points ``batch x n x (d + 1)`` with the task column it gives
         ``sample_shape x batch x n`` values on the model's outcome scale.
     """
-    if not is_feature_kernel(model.covar_module):
+    if not is_feature_expression(model.covar_module):
         raise TypeError(
             f"multitask_matheron_paths needs a MultiTaskGP whose covar_module is a gprf feature kernel (pass a gprf "
             f"data kernel as covar_module); got {type(model.covar_module).__name__}."
@@ -130,7 +132,7 @@ def multitask_matheron_paths(model: MultiTaskGP, sample_shape: Size) -> SharedFe
     _check_eval(model)
     (points,) = get_train_inputs(model, transformed=True)
     targets = get_train_targets(model, transformed=True)
-    with feature_chunk_size.chunked(unwrap_scale_kernel(model.covar_module).root_dim, points.device):
+    with feature_chunk_size.chunked(root_columns(model.covar_module), points.device):
         prior = model.forward(points)
         # The likelihood's marginal adds each row's noise (per task for HadamardGaussianLikelihood), read back by the
         # one decoder together with the root.

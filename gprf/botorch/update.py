@@ -39,14 +39,14 @@ from torch.nn import Module
 
 from gprf.botorch.features import KernelRootFeatureMap
 from gprf.botorch.frozen import frozen_copy
-from gprf.kernels import is_feature_kernel
+from gprf.kernels import is_feature_expression
 from gprf.linalg import covariance_root
 from gprf.settings import factor_dtype
 
 
 def check_update_kernel(kernel: Module) -> None:
     """Raise unless ``kernel`` (a model's ``covar_module``) is a gprf feature kernel, optionally in ``ScaleKernel``."""
-    if not is_feature_kernel(kernel):
+    if not is_feature_expression(kernel):
         raise TypeError(
             f"The weight-space update needs a gprf random-feature covar_module (optionally in ScaleKernel); "
             f"{type(kernel).__name__} has no finite feature map."

@@ -50,6 +50,11 @@ def random_features(
     gprf feature kernels                kept as they are
     ==================================  =========================================================================
 
+    An expression of gprf kernels is accepted in either spelling and comes back in gprf's canonical one, sharing its
+    parts: GPyTorch's ``ScaleKernel(k1) * k2`` as ``FeatureProductKernel(ScaleKernel(k1), k2, num_features=F)``,
+    ``ScaleKernel(k1) + ScaleKernel(k2)`` as a ``FeatureSumKernel`` — what GPyTorch predicts with gprf's feature-space
+    strategy (it picks its own for its ``AdditiveKernel`` and ``ProductKernel``, whose covariances keep the roots too).
+
     ``active_dims``, ``ard_num_dims`` and ``batch_shape`` are carried over. Other kernels raise a ``TypeError``
     naming the part (its dotted path, e.g. ``"kernels.1.base_kernel: PeriodicKernel ..."``) and the nearest supported
     alternative; translations for more kernel types can be added with

@@ -2,9 +2,10 @@
 
 from gprf.fitting.recipe import fit_mll
 from gprf.fitting.scale_fit import ScaleFitResult, fit_scale_hyperparameters
-from gprf.fitting.scale_statistics import ScaleStatistics
+from gprf.fitting.scale_statistics import FeatureSums, ScaleStatistics
 
 __all__ = [
+    "FeatureSums",
     "ScaleFitResult",
     "ScaleStatistics",
     "fit_mll",

@@ -14,7 +14,7 @@ last checkpoint of the fit where it can, with a :class:`~gprf.exceptions.FitFall
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import gpytorch
 import torch
@@ -69,17 +69,25 @@ def prediction_failure(mll: ExactMarginalLogLikelihood) -> Exception | None:
     return None
 
 
-def end_where_predictable(mll: ExactMarginalLogLikelihood, checkpoints: Sequence[Checkpoint]) -> None:
+def end_where_predictable(
+    mll: ExactMarginalLogLikelihood,
+    checkpoints: Sequence[Checkpoint],
+    failure: Exception | None = None,
+    failure_of: Callable[[ExactMarginalLogLikelihood], Exception | None] = prediction_failure,
+) -> None:
     """Leave ``mll`` in eval mode at its current hyperparameters if the model can predict there, else at the last of
     ``checkpoints`` (``(stage, parameter_values)``, oldest first) where it can, with a
-    :class:`~gprf.exceptions.FitFallbackWarning` naming the stage.
+    :class:`~gprf.exceptions.FitFallbackWarning` naming the stage. ``failure``: the numerical error of the current
+    point when it is already known (then it is not checked again). ``failure_of``: the check at each point
+    (:func:`prediction_failure`; rows sharded over processes check the capacitance of all of them).
 
     Raises:
         NotPSDError: The model cannot predict at any checkpoint (the parameters are left at the end point; the
             message says why and what to change). A :class:`~gprf.exceptions.NonFiniteTrainingDataError` at every
             checkpoint is re-raised as it is (the data are to blame).
     """
-    failure = prediction_failure(mll)
+    if failure is None:
+        failure = failure_of(mll)
     if failure is None:
         return
     end = parameter_values(mll)
@@ -89,7 +97,7 @@ def end_where_predictable(mll: ExactMarginalLogLikelihood, checkpoints: Sequence
             continue
         tried = values
         restore_parameter_values(mll, values)
-        if prediction_failure(mll) is None:
+        if failure_of(mll) is None:
             warnings.warn(
                 f"fit_mll: the model cannot predict at the hyperparameters the fit ended at ({_summary(failure)}); "
                 f"they were set back to those after {stage}, the last point of the fit where the prediction cache "

@@ -74,3 +74,13 @@ def check_callback(callback: object) -> Callable[[str, float], None] | None:
             f"callback must be callable as callback(stage, seconds) or None, got {type(callback).__name__}."
         )
     return callback
+
+
+def check_choice(value: object, name: str, choices: tuple[str, ...], meaning: str) -> str:
+    """One of ``choices`` (strings); ``meaning`` says what the option decides, for the message."""
+    accepted = " or ".join(repr(choice) for choice in choices)
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be {accepted} ({meaning}), got {type(value).__name__} {value!r}.")
+    if value not in choices:
+        raise ValueError(f"{name} must be {accepted} ({meaning}), got {value!r}.")
+    return value

@@ -20,70 +20,53 @@ L-BFGS runs on the full marginal likelihood, followed by the exact scale refit.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import math
 import sys
-import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from functools import partial
 
 import torch
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.models import ExactGP
 
 from gprf._checks import check_training_inputs
-from gprf.fitting.end_point import end_where_predictable, parameter_values
+from gprf.fitting.budget import FitClock, RefitCost, probe_refit_cost, probe_sizes
+from gprf.fitting.end_point import parameter_values
 from gprf.fitting.exact_route import ExactSteps, fit_exact_mll, holds_preconditioned_kernel
 from gprf.fitting.fit_arguments import (
     check_callback,
+    check_choice,
     check_count,
     check_flag,
     check_learning_rate,
     check_positive_seconds,
     resolve_seed,
 )
-from gprf.fitting.row_subsample import subsample_rows, training_rows
-from gprf.fitting.scale_fit import fit_scale_hyperparameters, supports_exact_scale_fit
+from gprf.fitting.growth import FeatureGrowth
+from gprf.fitting.handover import RefitGram
+from gprf.fitting.placement import row_placement
+from gprf.fitting.row_subsample import training_rows
+from gprf.fitting.scale_fit import supports_exact_scale_fit, training_feature_sums
+from gprf.fitting.scale_statistics import FeatureSums, ScaleStatistics
 from gprf.kernels.feature_kernel import FeatureKernel
 from gprf.kernels.feature_map_owner import FeatureMapOwner
+from gprf.linalg import CapacitanceFactor
 
-#: The exact refit's cost in float64 multiply-adds, in units of N F^2 (the Gram) and F^3 (tridiagonalisation at
-#: memory-bound speed, its reflectors and the eigenvectors of the tridiagonal matrix).
-REFIT_GRAM_COST, REFIT_SPECTRAL_COST = 1.0, 2.0
-
-
-@dataclass
-class _Clock:
-    """Wall clock of the fit that stops while the user's callback runs (so callbacks can evaluate models)."""
-
-    budget: float | None
-    callback: Callable[[str, float], None] | None
-    start: float = 0.0
-    paused: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.start = time.perf_counter()
-
-    @property
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start - self.paused
-
-    def left(self) -> float:
-        return math.inf if self.budget is None else self.budget - self.elapsed
-
-    def checkpoint(self, stage: str) -> None:
-        if self.callback is not None:
-            begin = time.perf_counter()
-            self.callback(stage, self.elapsed)
-            self.paused += time.perf_counter() - begin
+#: Share of ``time_budget`` the tuning stage keeps however costly the refit at the model's full size: a refit that
+#: needs more than the rest runs on a prefix of the features (``grow="fit"``) or overruns (``grow="full"``). Tuning
+#: starved by a large refit was what made more features look worse under a budget.
+TUNING_SHARE = 0.5
+#: The values of ``grow``.
+GROW_OPTIONS = ("fit", "full")
 
 
 def fit_mll(
     mll: ExactMarginalLogLikelihood,
     *,
     time_budget: float | None = None,
+    grow: str = "fit",
     tune_features: int | None = 512,
     tune_rows: int | None = 4096,
     tune_steps: int = 100,
@@ -108,9 +91,16 @@ def fit_mll(
     Args:
         mll: GPyTorch's ``ExactMarginalLogLikelihood`` of an ``ExactGP`` whose covariance is a gprf feature kernel
             (alone, in ``ScaleKernel``, or in sums of them).
-        time_budget: Wall-clock seconds for the whole fit (``None``: no limit). Tuning stops when what is left
-            is the estimated time of the exact refit (from a float64 GEMM timed at the start); the refit always
-            runs; finishing steps run while time is left.
+        time_budget: Wall-clock seconds for the whole fit (``None``: no limit), kept to within 10% plus one
+            marginal-likelihood evaluation. At the start, timed probes estimate the exact refit's cost at the
+            model's size (:mod:`gprf.fitting.budget`); tuning stops when only that much is left, or at
+            ``TUNING_SHARE`` (half) of the budget when the refit would need more than the other half and ``grow``
+            is ``"fit"``. Finishing steps run while time is left.
+        grow: How far the nested feature kernels grow back for the refit when the time left cannot cover the refit
+            at the model's size: ``"fit"`` (default) cuts them to the largest prefix of their draws whose refit
+            fits, and **the model keeps that many features from then on**; ``"full"`` runs the refit at full size
+            anyway, overrunning the budget. Either way a :class:`~gprf.exceptions.BudgetWarning` says so, with the
+            estimate, before the refit starts. Without ``time_budget`` the model keeps its size.
         tune_features: Features of the tuning stage (a prefix of each kernel's draw), at least 1; ``None`` or a
             number at least the model's keeps the full draw.
         tune_rows: Rows of the seeded subsample of the tuning stage, at least 1; ``None`` uses every row. The
@@ -130,9 +120,13 @@ def fit_mll(
             in ``time_budget`` (use it to evaluate checkpoints).
 
     Returns:
-        ``mll``, in eval mode, at hyperparameters where the model's prediction cache factors (checked by building
-        it once). When the model cannot predict at the point the fit ends at (its capacitance does not factor
-        numerically), the hyperparameters are set back to the last stage where it can, with a
+        ``mll``, in eval mode, at hyperparameters where the model's prediction cache factors. The refit's Gram
+        matrix is handed to the model's prediction strategy (:mod:`gprf.fitting.handover`), so the first
+        prediction forms only the test points' features; elsewhere (finishing steps after the last refit, other
+        likelihoods, complex or localized posteriors, rows sharded over processes: predict from those with
+        :func:`gprf.distributed.sharded_predictor`) the check builds the cache once and drops it. When the model
+        cannot predict at the point the fit ends at (its capacitance does not factor numerically), the
+        hyperparameters are set back to the last stage where it can, with a
         :class:`~gprf.exceptions.FitFallbackWarning` (:mod:`gprf.fitting.end_point`).
 
     Raises:
@@ -146,6 +140,7 @@ def fit_mll(
     """
     model = _check_mll(mll)
     time_budget = check_positive_seconds(time_budget, "time_budget")
+    grow = check_choice(grow, "grow", GROW_OPTIONS, "how far the features grow back within time_budget")
     tune_features = check_count(tune_features, "tune_features", minimum=1, optional=True, meaning="features")
     tune_rows = check_count(tune_rows, "tune_rows", minimum=1, optional=True, meaning="rows of the subsample")
     tune_steps = check_count(tune_steps, "tune_steps", minimum=0, optional=False, meaning="Adam steps")
@@ -154,14 +149,15 @@ def fit_mll(
     seed = resolve_seed(seed)
     progress = check_flag(progress, "progress")
     callback = check_callback(callback)
+    placement = row_placement(mll)
+    clock = FitClock(time_budget, callback, placement.now)
     if holds_preconditioned_kernel(model):  # an exact GP: tuned through its random features, then exact steps
-        tuning = dict(tune_features=tune_features, tune_rows=tune_rows, tune_steps=tune_steps, seed=seed)
-        surrogate = functools.partial(fit_mll, **tuning, lr=lr, progress=progress)
-        steps = ExactSteps(_Clock(time_budget, callback), _reporter(progress), _loss, _project_onto_bounds)
+        tuning = dict(tune_features=tune_features, tune_rows=tune_rows, tune_steps=tune_steps, seed=seed, grow=grow)
+        surrogate = partial(fit_mll, **tuning, lr=lr, progress=progress)
+        steps = ExactSteps(clock, _reporter(progress), _loss, _project_onto_bounds)
         return fit_exact_mll(mll, surrogate, steps, lr=lr, finish_steps=finish_steps)
-    clock = _Clock(time_budget, callback)
     report = _reporter(progress)
-    num_rows = model.train_targets.size(-1)
+    num_rows = placement.num_rows(model)
     nested = _nested_kernels(model, tune_features)
     subsample = tune_rows is not None and num_rows > tune_rows
     small = not nested and not subsample
@@ -171,11 +167,32 @@ def fit_mll(
 
     mll.train()
     checkpoints = [("the start", parameter_values(mll))]
-    reserve = 0.0 if time_budget is None or small else _refit_seconds(model)
-    if reserve:
-        report(f"keeping {reserve:.1f} s of the budget for the full-size refit (estimated)", None)
+    growth = FeatureGrowth(mll, nested, tune_features, num_rows)
+    cost = None
+
+    def probe() -> RefitCost:
+        total = growth.total(None)
+        rows, cap = probe_sizes(num_rows, growth.largest)
+
+        def probe_here() -> RefitCost:
+            with growth.capped(cap):  # resized outside the timing
+                form_sums = partial(training_feature_sums, mll)
+                return probe_refit_cost(model.train_targets.device, form_sums, _decompose, rows, cap, total)
+
+        return placement.refit_cost(model, probe_here)
+
+    if time_budget is not None and exact_scale_fit and not small:
+        begin = clock.elapsed
+        cost = probe()
+        probe_seconds = clock.elapsed - begin
+    reserve = 0.0
+    if cost is not None:
+        estimate = cost.seconds(num_rows, growth.total(None))
+        # The refit's share, and time for measuring its cost again just before it.
+        reserve = min(estimate, (1 - TUNING_SHARE) * time_budget) + probe_seconds
+        report(f"keeping {reserve:.1f} s for the refit (estimated {estimate:.1f} s at F = {growth.total(None)})", None)
     if not small and tune_steps > 0:
-        rows = subsample_rows(num_rows, tune_rows if subsample else num_rows, seed, model.train_targets.device)
+        rows = placement.subsample(model, tune_rows if subsample else num_rows, seed)
         with ExitStack() as stack:
             for kernel in nested:
                 stack.enter_context(kernel.features_resized(tune_features))
@@ -183,22 +200,37 @@ def fit_mll(
             sizes = f"{rows.numel()} rows, F = {tune_features if nested else 'full'}"
             _adam(mll, tune_steps, lr, clock, reserve, lambda step, loss: report(f"tune {step} ({sizes})", loss))
         checkpoints.append(("tuning", parameter_values(mll)))
+    if cost is not None:
+        cost = cost.slower(probe())  # measured again just before the refit: the slower rates count
     clock.checkpoint("tune")
 
+    refit = None
     if exact_scale_fit:
-        result = fit_scale_hyperparameters(mll)
-        report("scale refit (full data, full F)", None, detail=str(result))
+        if cost is not None:
+            growth.fit_refit_within(cost, clock, grow, report)
+        result, sums = placement.fit_scale_with_sums(mll)
+        refit = RefitGram.after_refit(mll, sums)
+        report(f"scale refit (full data, F = {growth.total(None)})", None, detail=str(result))
         checkpoints.append(("the scale refit", parameter_values(mll)))
         clock.checkpoint("scale")
     if finish_steps > 0 and clock.left() > 0:
-        _lbfgs(mll, finish_steps, clock, reserve, lambda loss: report("finish (L-BFGS, full data, full F)", loss))
-        if exact_scale_fit and clock.left() >= reserve:
+        estimate = 0.0 if cost is None else cost.seconds(num_rows, growth.total(None))
+        _lbfgs(mll, finish_steps, clock, estimate, lambda loss: report("finish (L-BFGS, full data, full F)", loss))
+        if exact_scale_fit and clock.left() >= estimate:
             checkpoints.append(("the finishing L-BFGS", parameter_values(mll)))
-            fit_scale_hyperparameters(mll)
+            refit = None  # the old Gram goes before the new one is formed
+            _, sums = placement.fit_scale_with_sums(mll)
+            refit = RefitGram.after_refit(mll, sums)
         clock.checkpoint("finish")
-    end_where_predictable(mll, checkpoints)
-    report(f"done in {clock.elapsed:.1f} s", None)
+    handed_over = placement.end_fit(mll, refit, checkpoints)
+    report(f"done in {clock.elapsed:.1f} s" + (" (prediction cache from the refit)" if handed_over else ""), None)
     return mll
+
+
+def _decompose(sums: FeatureSums) -> None:
+    """The refit's :math:`F^3` steps on ``sums``: the eigendecomposition and the prediction factor (timing probe)."""
+    ScaleStatistics.from_sums(sums)
+    CapacitanceFactor.from_gram(sums.gram)
 
 
 def _check_mll(mll: object) -> ExactGP:
@@ -257,22 +289,27 @@ def _adam(
     mll: ExactMarginalLogLikelihood,
     steps: int,
     lr: float,
-    clock: _Clock,
+    clock: FitClock,
     reserve: float,
     report: Callable[[int, torch.Tensor], None],
 ) -> None:
+    """Adam steps until ``steps`` are done or the next one would eat into the last ``reserve`` seconds of the budget
+    (judged by the longest step so far; the first step always runs)."""
     optimizer = torch.optim.Adam(mll.parameters(), lr=lr)
     limit = None if clock.budget is None else clock.budget - reserve
+    longest, before = 0.0, clock.elapsed
     for step in range(1, steps + 1):
         optimizer.zero_grad(set_to_none=True)
         loss = _loss(mll)
         loss.backward()
         optimizer.step()
         _project_onto_bounds(mll)
+        after = clock.elapsed
+        longest, before = max(longest, after - before), after
         if step == 1 or step == steps or step % 10 == 0:
             report(step, loss)
         clock.checkpoint(f"tune {step}")
-        if limit is not None and clock.elapsed >= limit:
+        if limit is not None and step < steps and after + longest > limit:
             report(step, loss)
             break
 
@@ -288,7 +325,7 @@ class _InvalidTrialPoint(Exception):
 def _lbfgs(
     mll: ExactMarginalLogLikelihood,
     steps: int,
-    clock: _Clock,
+    clock: FitClock,
     estimate: float,
     report: Callable[[torch.Tensor], None],
 ) -> None:
@@ -314,7 +351,7 @@ def _lbfgs(
         nonlocal longest
         if clock.left() < longest:
             raise _OutOfTime
-        begin = time.perf_counter()
+        begin = clock.now()
         optimizer.zero_grad(set_to_none=True)
         try:
             loss = _loss(mll)
@@ -328,7 +365,7 @@ def _lbfgs(
             raise _InvalidTrialPoint
         if value < best["loss"]:
             best["loss"], best["values"] = value, [p.detach().clone() for p in parameters]
-        longest = max(longest, time.perf_counter() - begin)
+        longest = max(longest, clock.now() - begin)
         return loss
 
     done, evaluations = 0, 0
@@ -349,34 +386,8 @@ def _lbfgs(
     report(torch.tensor(best["loss"], dtype=torch.float64))
 
 
-def _refit_seconds(model: ExactGP) -> float:
-    """Estimated seconds of the exact refit at full size, from a float64 GEMM timed on this device now."""
-    num_rows = model.train_targets.size(-1)
-    num_features = sum(kernel.root_dim for kernel in _feature_kernels(model))
-    if num_features == 0:
-        return 0.0
-    device = model.train_targets.device
-    rows = min(num_rows, 256)
-    # A private generator: timing the device must not move the caller's random stream.
-    generator = torch.Generator(device=device).manual_seed(0)
-    probe = torch.randn(rows, num_features, dtype=torch.float64, device=device, generator=generator)
-    probe.mT @ probe  # untimed: the first float64 GEMM of a process also pays the BLAS library's start-up
-    _synchronize(device)
-    begin = time.perf_counter()
-    probe.mT @ probe
-    _synchronize(device)
-    rate = rows * num_features**2 / max(time.perf_counter() - begin, 1e-9)  # multiply-adds per second
-    work = REFIT_GRAM_COST * num_rows * num_features**2 + REFIT_SPECTRAL_COST * num_features**3
-    return work / rate
-
-
 def _feature_kernels(model: ExactGP) -> list[torch.nn.Module]:
     return [module for module in model.covar_module.modules() if isinstance(module, FeatureMapOwner)]
-
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _reporter(progress: bool) -> Callable[..., None]:

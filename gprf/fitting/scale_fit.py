@@ -27,7 +27,7 @@ from gpytorch.utils.transforms import inv_sigmoid, inv_softplus
 from torch import Tensor
 
 from gprf._checks import check_positive_int
-from gprf.fitting.scale_statistics import ScaleStatistics
+from gprf.fitting.scale_statistics import FeatureSums, ScaleStatistics, SumsReduction
 from gprf.kernels.feature_kernel import is_feature_kernel, unwrap_scale_kernel
 from gprf.kernels.feature_product_kernel import select_active
 from gprf.linalg import covariance_root
@@ -184,7 +184,7 @@ class _ScaleParameters:
         return any(module is mean for module, _, _ in self.priors.priors) or hasattr(mean, "raw_constant_constraint")
 
 
-def _training_inputs(model: ExactGP) -> Tensor:
+def training_inputs(model: ExactGP) -> Tensor:
     """The training inputs as the model's forward sees them in training mode.
 
     BoTorch models keep the untransformed inputs in ``train_inputs`` in training mode and apply their input
@@ -198,8 +198,9 @@ def _training_inputs(model: ExactGP) -> Tensor:
 def _feature_chunks(
     model: ExactGP, offset_mean: Mean | None, inputs: Tensor, targets: Tensor, rows: int
 ) -> Iterator[tuple[Tensor, Tensor]]:
-    """``(root R, y - m0)`` of consecutive row chunks, featurized as the model's covariance does it."""
-    for start in range(0, inputs.size(-2), rows):
+    """``(root R, y - m0)`` of consecutive row chunks, featurized as the model's covariance does it (one empty chunk
+    for no rows, which tells the sums' shapes)."""
+    for start in range(0, max(inputs.size(-2), 1), rows):
         x = inputs[..., start : start + rows, :]
         y = targets[..., start : start + rows]
         yield covariance_root(model.covar_module, x).features, (y if offset_mean is None else y - offset_mean(x))
@@ -263,7 +264,11 @@ class _FreeParameter:
 
 
 def fit_scale_hyperparameters(
-    mll: ExactMarginalLogLikelihood, *, chunk_size: int | None = None, max_iter: int = 100
+    mll: ExactMarginalLogLikelihood,
+    *,
+    chunk_size: int | None = None,
+    max_iter: int = 100,
+    reduce_sums: SumsReduction | None = None,
 ) -> ScaleFitResult:
     r"""Maximise the exact marginal likelihood over the outputscale, noise and constant mean at fixed features.
 
@@ -297,6 +302,9 @@ def fit_scale_hyperparameters(
         mll: GPyTorch's ``ExactMarginalLogLikelihood`` of the model.
         chunk_size: Rows per chunk of features (``None``: about :math:`2^{23}/F` rows).
         max_iter: Most L-BFGS iterations.
+        reduce_sums: ``None`` (every row is in this process), or the function that sums the row sums over the
+            processes holding the rest of the rows (``FeatureSums.from_chunks``'s ``reduce``):
+            :func:`gprf.fit_mll` passes the one of a :class:`gprf.distributed.ShardedMarginalLogLikelihood`.
 
     Returns:
         A :class:`ScaleFitResult` (objective before and after, fitted values, iterations, timings).
@@ -311,28 +319,68 @@ def fit_scale_hyperparameters(
         >>> result = fit_scale_hyperparameters(mll)
         >>> print(result)  # mll/N before -> after, fitted values
     """
+    result, _ = fit_scale_with_sums(mll, chunk_size=chunk_size, max_iter=max_iter, reduce_sums=reduce_sums)
+    return result
+
+
+def fit_scale_with_sums(
+    mll: ExactMarginalLogLikelihood,
+    *,
+    chunk_size: int | None = None,
+    max_iter: int = 100,
+    reduce_sums: SumsReduction | None = None,
+) -> tuple[ScaleFitResult, FeatureSums]:
+    """:func:`fit_scale_hyperparameters`, also returning the :class:`~gprf.fitting.FeatureSums` it formed (the
+    Gram matrix the prediction cache needs too: :mod:`gprf.fitting.handover`); with ``reduce_sums``, those of all
+    the processes' rows."""
     parameters = _ScaleParameters.from_mll(mll)
     max_iter = check_positive_int(max_iter, "max_iter")
-    model = mll.model
     was_training = mll.training
     mll.train()  # BoTorch models hold the untransformed inputs in training mode
     try:
         begin = time.perf_counter()
+        sums = _training_sums(mll.model, parameters.offset_mean, chunk_size, None, reduce_sums)
         with torch.no_grad():
-            inputs, targets = _training_inputs(model), model.train_targets
-            if chunk_size is None:
-                chunk_size = max(1, _CHUNK_ELEMENTS // unwrap_scale_kernel(model.covar_module).root_dim)
-            rows = check_positive_int(chunk_size, "chunk_size")
-            fixed = _fixed_outputscale(model, parameters.scale_kernel, inputs)
-            statistics = ScaleStatistics.from_chunks(
-                _feature_chunks(model, parameters.offset_mean, inputs, targets, rows)
-            )
+            fixed = _fixed_outputscale(mll.model, parameters.scale_kernel, training_inputs(mll.model))
+        statistics = ScaleStatistics.from_sums(sums)
         middle = time.perf_counter()
         result = _optimize(parameters, statistics, fixed, max_iter)
         end = time.perf_counter()
     finally:
         mll.train(was_training)
-    return ScaleFitResult(**result, statistics_seconds=middle - begin, optimization_seconds=end - middle)
+    return ScaleFitResult(**result, statistics_seconds=middle - begin, optimization_seconds=end - middle), sums
+
+
+def training_feature_sums(mll: ExactMarginalLogLikelihood, num_rows: int | None = None) -> FeatureSums:
+    """The :class:`~gprf.fitting.FeatureSums` of the first ``num_rows`` training rows (``None``: all), formed as
+    :func:`fit_scale_hyperparameters` forms them (what :func:`gprf.fit_mll` times to estimate the refit's cost)."""
+    parameters = _ScaleParameters.from_mll(mll)
+    was_training = mll.training
+    mll.train()
+    try:
+        return _training_sums(mll.model, parameters.offset_mean, None, num_rows, None)
+    finally:
+        mll.train(was_training)
+
+
+def _training_sums(
+    model: ExactGP,
+    offset_mean: Mean | None,
+    chunk_size: int | None,
+    num_rows: int | None,
+    reduce: SumsReduction | None,
+) -> FeatureSums:
+    """The sums of the model's (first ``num_rows``) training rows in chunks of ``chunk_size`` rows (``None``: about
+    :math:`2^{23}/F`), summed over the processes by ``reduce`` (:meth:`FeatureSums.from_chunks`); the model is in
+    training mode."""
+    with torch.no_grad():
+        inputs, targets = training_inputs(model), model.train_targets
+        if num_rows is not None:
+            inputs, targets = inputs[..., :num_rows, :], targets[..., :num_rows]
+        if chunk_size is None:
+            chunk_size = max(1, _CHUNK_ELEMENTS // unwrap_scale_kernel(model.covar_module).root_dim)
+        rows = check_positive_int(chunk_size, "chunk_size")
+        return FeatureSums.from_chunks(_feature_chunks(model, offset_mean, inputs, targets, rows), reduce=reduce)
 
 
 def _optimize(

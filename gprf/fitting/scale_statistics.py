@@ -33,7 +33,7 @@ positive definite). Fewer points than features (:math:`N < F`) need nothing spec
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -43,6 +43,9 @@ from torch import Tensor
 from gprf.fitting.spectral_projections import spectral_projections
 from gprf.linalg import symmetric_gram
 from gprf.settings import factor_dtype
+
+#: A function from the sums ``[G, P, q, t]`` and the row count :math:`N` of one process's rows to those of all rows.
+SumsReduction = Callable[[list[Tensor], int], tuple[list[Tensor], int]]
 
 
 def _check_chunk(features: object, residual: object, num_features: int | None) -> None:
@@ -61,42 +64,39 @@ def _check_chunk(features: object, residual: object, num_features: int | None) -
 
 
 @dataclass(frozen=True)
-class ScaleStatistics:
-    r"""The sums :math:`\lambda, a, b, q, t, N` behind the :math:`O(F)` marginal likelihood (module docstring).
+class FeatureSums:
+    r"""The sums over the rows behind :class:`ScaleStatistics`, before the eigendecomposition.
 
-    Build them with :meth:`from_chunks`. Batch shapes broadcast: ``eigenvalues`` has the batch shape of the
-    features, ``residual_projection``, ``ones_projection`` and the scalars that of the features and residuals
-    together (BoTorch multi-output models: ``(m, F)`` and ``(m,)``). All are in the factor dtype
-    (:class:`gprf.settings.factor_dtype`, float64 by default).
+    :math:`G = \Phi^\top\Phi`, :math:`P = \Phi^\top[\,y - m_0,\ \mathbf 1\,]`, :math:`q, t, N` in the factor dtype
+    (:class:`gprf.settings.factor_dtype`). They do not depend on the outputscale, the noise or the constant mean, so
+    the same sums give the marginal likelihood (:meth:`ScaleStatistics.from_sums`) and, once those are fitted, the
+    prediction cache (the capacitance :math:`I + (s/\sigma^2)G`): :func:`gprf.fit_mll` forms :math:`G` once for both.
 
     Attributes:
-        eigenvalues: :math:`\lambda` ``(*batch, F)``, the eigenvalues of :math:`\Phi^\top\Phi` (clamped at 0).
-        residual_projection: :math:`a = V^\top\Phi^\top(y - m_0)` ``(*batch, F)``.
-        ones_projection: :math:`b = V^\top\Phi^\top\mathbf 1` ``(*batch, F)``.
+        gram: :math:`G` ``(*batch, F, F)``.
+        projections: :math:`P` ``(*batch, F, 2)``: :math:`\Phi^\top(y - m_0)` and :math:`\Phi^\top\mathbf 1`.
         residual_square: :math:`q = (y - m_0)^\top(y - m_0)` ``(*batch)``.
         residual_sum: :math:`t = \mathbf 1^\top(y - m_0)` ``(*batch)``.
         num_data: :math:`N`.
     """
 
-    eigenvalues: Tensor
-    residual_projection: Tensor
-    ones_projection: Tensor
+    gram: Tensor
+    projections: Tensor
     residual_square: Tensor
     residual_sum: Tensor
     num_data: int
 
     @classmethod
-    def from_chunks(
-        cls, chunks: Iterable[tuple[Tensor, Tensor]], method: Literal["auto", "eigh", "tridiagonal"] = "auto"
-    ) -> ScaleStatistics:
-        r"""Accumulate :math:`\Phi^\top\Phi`, :math:`\Phi^\top(y - m_0)`, :math:`\Phi^\top\mathbf 1`, :math:`q, t, N`
-        over row chunks ``(features (..., n, F), residual y - m0 (..., n))``, then eigendecompose.
+    def from_chunks(cls, chunks: Iterable[tuple[Tensor, Tensor]], reduce: SumsReduction | None = None) -> FeatureSums:
+        r"""Accumulate the sums over row chunks ``(features (..., n, F), residual y - m0 (..., n))``.
+
+        ``reduce``: ``None``, or a function that takes the sums ``[G, P, q, t]`` of these chunks and their :math:`N`
+        and returns those of all the rows: rows sharded over processes (:mod:`gprf.distributed` sums them over the
+        ranks; there a rank without rows passes one empty chunk, which tells the sums' shapes).
 
         Each chunk is cast to the factor dtype and dropped after its sums are added, so no more than one chunk of
-        :math:`\Phi` is held; the cost is :math:`O(NF^2)` for the sums and :math:`O(F^3)` for :math:`\lambda, a, b`
-        (:func:`gprf.fitting.spectral_projections.spectral_projections`: on the CPU in float64 a tridiagonalisation
-        without eigenvectors of :math:`G`, about the cost of ``eigvalsh``; ``torch.linalg.eigh`` otherwise or with
-        ``method="eigh"``). Raises ``ValueError`` for no rows, chunks of different widths or non-finite sums.
+        :math:`\Phi` is held; the cost is :math:`O(NF^2)`. Raises ``ValueError`` for no rows, chunks of different
+        widths or non-finite sums.
         """
         dtype = factor_dtype.value()
         gram = projections = residual_square = residual_sum = None
@@ -122,19 +122,71 @@ class ScaleStatistics:
                 residual_square = residual_square + chunk_square
                 residual_sum = residual_sum + chunk_sum
             num_data += features.size(-2)
+        if reduce is not None and gram is not None:
+            (gram, projections, residual_square, residual_sum), num_data = reduce(
+                [gram, projections, residual_square, residual_sum], num_data
+            )
         if gram is None or num_data == 0:
-            raise ValueError("ScaleStatistics.from_chunks got no rows; pass at least one non-empty chunk.")
+            raise ValueError("FeatureSums.from_chunks got no rows; pass at least one non-empty chunk.")
         if not bool(torch.isfinite(gram).all() & torch.isfinite(projections).all()):
             raise ValueError("The features or the residuals y - m0 contain NaN or infinite values.")
-        eigenvalues, rotated = spectral_projections(gram, projections, method=method)
+        return cls(gram, projections, residual_square, residual_sum, num_data)
+
+
+@dataclass(frozen=True)
+class ScaleStatistics:
+    r"""The sums :math:`\lambda, a, b, q, t, N` behind the :math:`O(F)` marginal likelihood (module docstring).
+
+    Build them with :meth:`from_chunks` (or :meth:`from_sums`). Batch shapes broadcast: ``eigenvalues`` has the batch
+    shape of the features, ``residual_projection``, ``ones_projection`` and the scalars that of the features and
+    residuals together (BoTorch multi-output models: ``(m, F)`` and ``(m,)``). All are in the factor dtype
+    (:class:`gprf.settings.factor_dtype`, float64 by default).
+
+    Attributes:
+        eigenvalues: :math:`\lambda` ``(*batch, F)``, the eigenvalues of :math:`\Phi^\top\Phi` (clamped at 0).
+        residual_projection: :math:`a = V^\top\Phi^\top(y - m_0)` ``(*batch, F)``.
+        ones_projection: :math:`b = V^\top\Phi^\top\mathbf 1` ``(*batch, F)``.
+        residual_square: :math:`q = (y - m_0)^\top(y - m_0)` ``(*batch)``.
+        residual_sum: :math:`t = \mathbf 1^\top(y - m_0)` ``(*batch)``.
+        num_data: :math:`N`.
+    """
+
+    eigenvalues: Tensor
+    residual_projection: Tensor
+    ones_projection: Tensor
+    residual_square: Tensor
+    residual_sum: Tensor
+    num_data: int
+
+    @classmethod
+    def from_chunks(
+        cls,
+        chunks: Iterable[tuple[Tensor, Tensor]],
+        method: Literal["auto", "eigh", "tridiagonal"] = "auto",
+        reduce: SumsReduction | None = None,
+    ) -> ScaleStatistics:
+        r"""Accumulate :math:`\Phi^\top\Phi`, :math:`\Phi^\top(y - m_0)`, :math:`\Phi^\top\mathbf 1`, :math:`q, t, N`
+        over row chunks ``(features (..., n, F), residual y - m0 (..., n))`` (:meth:`FeatureSums.from_chunks`, which
+        also takes ``reduce``), then eigendecompose (:meth:`from_sums`). Raises ``ValueError`` for no rows, chunks of
+        different widths or non-finite sums.
+        """
+        return cls.from_sums(FeatureSums.from_chunks(chunks, reduce=reduce), method=method)
+
+    @classmethod
+    def from_sums(cls, sums: FeatureSums, method: Literal["auto", "eigh", "tridiagonal"] = "auto") -> ScaleStatistics:
+        r""":math:`\lambda, a, b` from the sums in :math:`O(F^3)`, :math:`G` left unchanged
+        (:func:`gprf.fitting.spectral_projections.spectral_projections`: on the CPU in float64 a tridiagonalisation
+        without eigenvectors of :math:`G`, about the cost of ``eigvalsh``; ``torch.linalg.eigh`` otherwise or with
+        ``method="eigh"``)."""
+        eigenvalues, rotated = spectral_projections(sums.gram, sums.projections, method=method)
         return cls(
             # Rounding can leave eigenvalues of a positive semi-definite Gram slightly negative.
             eigenvalues=eigenvalues.clamp_min(0),
             residual_projection=rotated[..., 0],
             ones_projection=rotated[..., 1],
-            residual_square=residual_square,
-            residual_sum=residual_sum,
-            num_data=num_data,
+            residual_square=sums.residual_square,
+            residual_sum=sums.residual_sum,
+            num_data=sums.num_data,
         )
 
     @property

@@ -18,6 +18,7 @@ from gprf.kernels.exact import (
     SphericalPolynomialKernel,
 )
 from gprf.kernels.exact_expression import exact_expression
+from gprf.kernels.expressions import is_feature_expression, root_columns
 from gprf.kernels.feature_kernel import FeatureKernel, FeatureSumKernel, is_feature_kernel, unwrap_scale_kernel
 from gprf.kernels.feature_map_owner import FeatureMapOwner
 from gprf.kernels.feature_product_kernel import FeatureProductKernel
@@ -31,6 +32,7 @@ from gprf.kernels.preconditioned_kernel import PreconditionedKernel
 from gprf.kernels.quadrature import QuadratureKernel
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 from gprf.kernels.random_fourier import RandomFourierKernel
+from gprf.kernels.root_products import multiply_roots  # noqa: F401  (registers GPyTorch's products of roots)
 from gprf.kernels.signed_feature_kernel import SignedFeatureKernel
 from gprf.kernels.signed_part import SignedPartKernel
 from gprf.kernels.signed_random_feature_kernel import SignedRandomFeatureKernel
@@ -66,6 +68,8 @@ __all__ = [
     "SphericalPolynomialKernel",
     "exact",
     "exact_expression",
+    "is_feature_expression",
     "is_feature_kernel",
+    "root_columns",
     "unwrap_scale_kernel",
 ]

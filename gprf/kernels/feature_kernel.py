@@ -9,32 +9,20 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 import torch
-from gpytorch.kernels import AdditiveKernel, Kernel, ScaleKernel
+from gpytorch.kernels import AdditiveKernel, Kernel, ProductKernel, ScaleKernel
 from linear_operator.operators import MatmulLinearOperator
 from torch import Tensor
 
 from gprf.exceptions import LowRankStructureWarning
 from gprf.features.versions import feature_versions, mark_written
 from gprf.kernels.exact_expression import exact_expression
+from gprf.kernels.kernel_origin import KernelOrigin
 from gprf.linalg import FeatureRootLinearOperator, LazyFeatures, covariance_root
 from gprf.linalg.deferred_root_transpose_operator import DeferredRootTransposeLinearOperator
+from gprf.linalg.root_algebra import same_tensor as same_inputs
 from gprf.prediction import FeatureSpacePredictionStrategy
 from gprf.settings import feature_chunk_size
-
-
-def same_inputs(x1: Tensor, x2: Tensor) -> bool:
-    """Whether ``x1`` and ``x2`` hold the same points.
-
-    GPyTorch passes the same tensor (or equal views of one storage) for training covariances, which is
-    recognised without a host synchronisation; only distinct tensors of equal shape are compared.
-    """
-    if x1 is x2:
-        return True
-    if x1.shape != x2.shape:
-        return False
-    if x1.data_ptr() == x2.data_ptr() and x1.stride() == x2.stride():
-        return True
-    return torch.equal(x1, x2)
+from gprf.sizing import REFIT_MONITOR
 
 
 def unwrap_scale_kernel(kernel: Kernel) -> Kernel:
@@ -72,10 +60,12 @@ class FeatureKernel(VisibleWrites, Kernel, ABC):
 
     An abstract class (GPyTorch's ``Kernel`` is not): a subclass missing an abstract method cannot be built.
 
-    Sums of feature kernels should be built with ``+`` between feature kernels (or
-    :class:`~gprf.kernels.FeatureSumKernel`), which concatenates roots, and products with ``*`` (or
-    :class:`~gprf.kernels.FeatureProductKernel`); GPyTorch's ``AdditiveKernel`` and ``ProductKernel`` would make
-    the covariance dense. ``ScaleKernel(k1) * k2`` is GPyTorch's ``ProductKernel``: write ``ScaleKernel(k1 * k2)``.
+    Sums of feature kernels are built with ``+`` between feature kernels (or :class:`~gprf.kernels.FeatureSumKernel`),
+    which concatenates roots, and products with ``*`` (or :class:`~gprf.kernels.FeatureProductKernel`): the canonical
+    spellings, predicted by gprf's strategy. GPyTorch's ``AdditiveKernel`` and ``ProductKernel`` of feature kernels
+    (``ScaleKernel(k1) + ScaleKernel(k2)``, ``ScaleKernel(k1) * k2``) evaluate to the same roots
+    (:mod:`gprf.linalg.root_algebra`, :mod:`gprf.kernels.root_products`), but GPyTorch predicts them with its own
+    strategy (see the pitfalls in the documentation).
     """
 
     @abstractmethod
@@ -89,8 +79,9 @@ class FeatureKernel(VisibleWrites, Kernel, ABC):
 
     def root_operator(self, x: Tensor, features: Tensor | LazyFeatures) -> FeatureRootLinearOperator:
         """The covariance :math:`K(x, x)` with root ``features`` of raw inputs ``x`` (formed, or a
-        :class:`~gprf.linalg.LazyFeatures`) as the hand-off."""
-        return FeatureRootLinearOperator(features, versions=feature_versions(self))
+        :class:`~gprf.linalg.LazyFeatures`) as the hand-off, with its origin (this kernel's :meth:`features` of
+        ``x``), which GPyTorch's ``ProductKernel`` of two random roots reads (:mod:`gprf.kernels.root_products`)."""
+        return FeatureRootLinearOperator(features, origin=KernelOrigin(self, x), versions=feature_versions(self))
 
     def forward(
         self, x1: Tensor, x2: Tensor, diag: bool = False, last_dim_is_batch: bool = False, **params
@@ -102,6 +93,8 @@ class FeatureKernel(VisibleWrites, Kernel, ABC):
             )
         same = same_inputs(x1, x2)
         if same and not diag:
+            if self.training and torch.is_grad_enabled():  # a training evaluation, e.g. a marginal likelihood's
+                REFIT_MONITOR.note_fit(self, x1.size(-2), self.root_dim, x1.size(-1))
             chunk_size = feature_chunk_size.rows(x1.size(-2), self.root_dim)
             if chunk_size is not None:  # large N F: the marginal likelihood sums over row chunks, never forming R
                 return self.root_operator(x1, self.lazy_features(x1, chunk_size))
@@ -145,6 +138,10 @@ class FeatureKernel(VisibleWrites, Kernel, ABC):
     def __add__(self, other: Kernel) -> Kernel:
         if is_feature_kernel(other):
             return FeatureSumKernel(self, other)
+        if isinstance(other, (AdditiveKernel, ProductKernel)):
+            # GPyTorch's sum or product: its covariance keeps a feature root when its parts have one (and warns when
+            # it cannot), which shows when it is evaluated.
+            return super().__add__(other)
         warnings.warn(
             f"Adding {type(other).__name__} to a random-feature kernel gives a GPyTorch AdditiveKernel whose "
             "covariance is dense (O(N^3) training); add random-feature kernels only to each other.",

@@ -25,16 +25,9 @@ from gprf.kernels.independent_factors import independent_factors
 from gprf.kernels.index_root_kernel import IndexRootKernel
 from gprf.kernels.random_feature_kernel import RandomFeatureKernel
 from gprf.linalg import covariance_root
+from gprf.linalg.root_algebra import kronecker_rows
 
 PRODUCT_METHODS = ("auto", "kronecker", "joint", "permutation")
-
-
-def kronecker_rows(left: Tensor, right: Tensor) -> Tensor:
-    r"""Row-wise Kronecker (Khatri–Rao) product: row :math:`n` is :math:`a_n\otimes b_n`, column
-    :math:`(p, q) \mapsto pF_b + q`, so that :math:`(A\odot B)(A\odot B)^\top = AA^\top \circ BB^\top`."""
-    batch_shape = torch.broadcast_shapes(left.shape[:-2], right.shape[:-2])
-    product = left.unsqueeze(-1) * right.unsqueeze(-2)
-    return product.expand(*batch_shape, *product.shape[-3:]).reshape(*batch_shape, left.size(-2), -1)
 
 
 def is_random(kernel: Kernel) -> bool:
@@ -95,8 +88,9 @@ class FeatureProductKernel(FeatureKernelOfParts):
 
     ``k1 * k2`` between feature kernels builds this kernel, with ``num_features`` the largest random factor's
     root dimension times the exact factors' (:func:`default_product_budget`). GPyTorch's ``ScaleKernel(k1) * k2``
-    goes through GPyTorch's ``Kernel.__mul__`` (a dense ``ProductKernel``): write ``ScaleKernel(k1 * k2)`` or
-    ``FeatureProductKernel(ScaleKernel(k1), k2)`` instead.
+    goes through GPyTorch's ``Kernel.__mul__`` (a ``ProductKernel``), whose covariance is this kernel's root of the
+    factors (:mod:`gprf.kernels.root_products`) but whose predictions are GPyTorch's: ``ScaleKernel(k1 * k2)`` or
+    ``FeatureProductKernel(ScaleKernel(k1), k2)`` is the canonical spelling.
 
     The estimate is unbiased only for independent factors: a factor whose draws repeat an earlier factor's (``k * k``,
     ``FeatureProductKernel(k, k)``, two factors built with one seed, a deep copy) is replaced by a copy that shares
@@ -246,7 +240,12 @@ class FeatureProductKernel(FeatureKernelOfParts):
 
     def features(self, x: Tensor) -> Tensor:
         # Each factor through GPyTorch (its active_dims) and the one decoder (its amplitude), as in FeatureSumKernel.
-        roots = [covariance_root(kernel, x).scaled_features() for kernel in self.kernels]
+        return self.combine([covariance_root(kernel, x).scaled_features() for kernel in self.kernels])
+
+    def combine(self, roots: list[Tensor]) -> Tensor:
+        r"""The product's root from its factors' roots ``roots`` (one per factor, of the same rows, :math:`F_i`
+        columns each) by :attr:`method`. Linear in each root, so roots without their amplitudes give the product's
+        root without the product of the amplitudes."""
         if self.method == "kronecker":
             product = roots[0]
             for root in roots[1:]:

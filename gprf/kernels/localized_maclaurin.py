@@ -14,6 +14,7 @@ from torch import Tensor
 from gprf._checks import check_positive_int
 from gprf.features import FeatureMapBase
 from gprf.features.versions import feature_versions
+from gprf.kernels.kernel_origin import KernelOrigin
 from gprf.kernels.maclaurin import MaclaurinKernel
 from gprf.linalg import FeatureRootLinearOperator
 from gprf.prediction import LocalizedPredictionStrategy
@@ -154,7 +155,9 @@ class LocalizedMaclaurinKernel(MaclaurinKernel):
     def root_operator(self, x: Tensor, features: Tensor) -> FeatureRootLinearOperator:
         """The covariance with the scaled inputs attached (:attr:`FeatureRoot.inputs <gprf.linalg.FeatureRoot.inputs>`),
         the rows the localized strategy re-centres."""
-        return FeatureRootLinearOperator(features, inputs=self.scale_inputs(x), versions=feature_versions(self))
+        return FeatureRootLinearOperator(
+            features, origin=KernelOrigin(self, x), inputs=self.scale_inputs(x), versions=feature_versions(self)
+        )
 
     def prediction_strategy(self, train_inputs, train_prior_dist, train_labels, likelihood):
         if self.center_mode == "given":

@@ -38,22 +38,29 @@ GRAM_ERROR_TOLERANCE = 2.5e-7
 _FLOAT32_MATMUL_UNIT_ROUNDOFF = {"highest": 2.0**-24, "high": 2.0**-11, "medium": 2.0**-8}
 
 
-def solve_triangular(matrix: Tensor, rhs: Tensor, upper: bool) -> Tensor:
-    """``torch.linalg.solve_triangular`` that folds ``rhs``'s extra leading batch dimensions into columns.
+def fold_leading_batch(fn: Callable[[Tensor, Tensor], Tensor], matrix: Tensor, rhs: Tensor) -> Tensor:
+    """``fn(matrix, rhs)`` for a linear ``fn`` of the columns of ``rhs`` (a solve or a product), with ``rhs``'s extra
+    leading batch dimensions folded into columns.
 
-    With a factor of batch shape ``B`` and right-hand sides of batch shape ``(*A, *B)`` (e.g. an acquisition
-    optimiser's restarts), torch would expand the factor to ``(*A, *B, F, F)``, a copy per batch member;
-    folding ``A`` into the columns solves the same system with one factor.
+    With a matrix of batch shape ``B`` and right-hand sides of batch shape ``(*A, *B)`` (e.g. an acquisition
+    optimiser's restarts), torch would expand the matrix to ``(*A, *B, ...)``, a copy per batch member; folding ``A``
+    into the columns computes the same result with one matrix.
     """
     extra = rhs.dim() - matrix.dim()
     if extra <= 0:
-        return torch.linalg.solve_triangular(matrix, rhs, upper=upper)
+        return fn(matrix, rhs)
     leading = tuple(range(extra))
     moved = rhs.movedim(leading, tuple(range(-extra, 0)))  # (*B, F, k, *A)
     folded = moved.reshape(*moved.shape[: -extra - 1], -1)
-    solved = torch.linalg.solve_triangular(matrix, folded, upper=upper)
-    solved = solved.reshape(*solved.shape[:-1], *moved.shape[-extra - 1 :])
-    return solved.movedim(tuple(range(-extra, 0)), leading)
+    result = fn(matrix, folded)
+    result = result.reshape(*result.shape[:-1], *moved.shape[-extra - 1 :])
+    return result.movedim(tuple(range(-extra, 0)), leading)
+
+
+def solve_triangular(matrix: Tensor, rhs: Tensor, upper: bool) -> Tensor:
+    """``torch.linalg.solve_triangular`` with one factor for right-hand sides of more batch dimensions
+    (:func:`fold_leading_batch`)."""
+    return fold_leading_batch(lambda m, r: torch.linalg.solve_triangular(m, r, upper=upper), matrix, rhs)
 
 
 def nonfinite_rows(features: Tensor | LazyFeatures, noise: Tensor | None = None, rhs: Tensor | None = None) -> Tensor:
@@ -287,6 +294,17 @@ def weighted_sums(
     return gram, features.to(dtype).mT @ (rhs.to(dtype) / noise.to(dtype).unsqueeze(-1))
 
 
+def capacitance_sums(
+    features: Tensor | LazyFeatures, noise: Tensor, rhs: Tensor | None = None, outputscale: Tensor | None = None
+) -> tuple[Tensor, Tensor | None]:
+    r"""The sums :math:`(s\,\Phi^H\Sigma^{-1}\Phi,\; \sqrt s\,\Phi^H\Sigma^{-1}Y)` exactly as
+    :func:`factor_capacitance` forms them before factoring (products in the factor dtype unless the features' own are
+    known to be accurate, :func:`products_in_factor_dtype`): for sums that are added up elsewhere first (rows sharded
+    over processes, :mod:`gprf.distributed`). Arguments as in :func:`weighted_sums`; differentiable."""
+    exact_products = products_in_factor_dtype(features, noise, outputscale)
+    return weighted_sums(features, noise, rhs, outputscale, exact_products=exact_products)
+
+
 def factor_capacitance(
     features: Tensor | LazyFeatures, noise: Tensor, rhs: Tensor | None = None, outputscale: Tensor | None = None
 ) -> tuple[CapacitanceFactor, Tensor | None]:
@@ -300,8 +318,7 @@ def factor_capacitance(
     be negligible (:func:`products_in_factor_dtype`), so a float32 model's predictions and marginal likelihood are
     those of float64 arithmetic on its float32 features to within :math:`10^{-6}` relative.
     """
-    exact_products = products_in_factor_dtype(features, noise, outputscale)
-    gram, projection = weighted_sums(features, noise, rhs, outputscale, exact_products=exact_products)
+    gram, projection = capacitance_sums(features, noise, rhs, outputscale)
     eye = torch.eye(gram.size(-1), dtype=gram.dtype, device=gram.device)
     cholesky, failed = cholesky_status(gram + eye, projection)
     if failed:

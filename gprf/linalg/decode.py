@@ -21,7 +21,8 @@ def feature_root(covariance: object) -> FeatureRoot | None:
     Accepts what GPyTorch produces from a gprf feature kernel, alone or inside ``ScaleKernel``: the lazily
     evaluated kernel tensor (``covar_module(x)``), the evaluated :class:`~gprf.linalg.FeatureRootLinearOperator`,
     and either plus a Gaussian likelihood's noise (``likelihood(model(x)).lazy_covariance_matrix``; the root then
-    carries the noise variances). Anything else — a dense kernel, a feature kernel added to a dense one — gives
+    carries the noise variances). GPyTorch's sums and products of feature kernels evaluate to one too
+    (:mod:`gprf.linalg.root_algebra`). Anything else — a dense kernel, a feature kernel added to a dense one — gives
     ``None``, so callers can fall back loudly.
     """
     if isinstance(covariance, LinearOperator) and not isinstance(covariance, _FEATURE_ROOT_OPERATORS):
@@ -49,6 +50,6 @@ def covariance_root(module: Callable[[Tensor], object], x: Tensor) -> FeatureRoo
         name = getattr(module, "__qualname__", type(module).__name__)
         raise TypeError(
             f"{name} did not evaluate to a feature root; this needs a gprf random-feature kernel (alone, inside "
-            "ScaleKernel, or in a gprf feature sum or product), not a dense kernel or a sum with one."
+            "ScaleKernel, or in sums and products of such kernels), not a dense kernel or a sum with one."
         )
     return root

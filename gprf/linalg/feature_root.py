@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gprf.linalg.capacitance import CapacitanceFactor, factor_capacitance
+from gprf.linalg.capacitance import CapacitanceFactor, capacitance_sums, factor_capacitance
 from gprf.linalg.lazy_features import LazyFeatures
 
 
@@ -144,10 +144,23 @@ class FeatureRoot:
         factor dtype, or the complex features behind a real root). Needs :attr:`noise`. A lazy root is never
         formed: its sums are accumulated over row chunks.
         """
+        phi, noise, outputscale = self._factor_operands(features)
+        return factor_capacitance(phi, noise, rhs, outputscale)
+
+    def sums(self, rhs: Tensor | None = None, features: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        r"""The sums :math:`(s\,\Phi^H\Sigma^{-1}\Phi,\; \sqrt s\,\Phi^H\Sigma^{-1}\,\text{rhs})` that :meth:`factor`
+        factors, formed the same way but not factored (:func:`gprf.linalg.capacitance.capacitance_sums`): for sums
+        over rows held by several processes. Arguments as in :meth:`factor`."""
+        phi, noise, outputscale = self._factor_operands(features)
+        return capacitance_sums(phi, noise, rhs, outputscale)
+
+    def _factor_operands(self, features: Tensor | None) -> tuple[Tensor | LazyFeatures, Tensor, Tensor | None]:
+        """The features, noise and outputscale the capacitance is formed from, the latter two in the features' real
+        dtype."""
         if self.noise is None:
             raise ValueError("Factoring a feature root needs its noise variances (a covariance with a likelihood).")
         phi = self.source if features is None else features
         real_dtype = phi.dtype if isinstance(phi, LazyFeatures) else phi.real.dtype
         noise = self.noise.to(real_dtype)
         outputscale = None if self.outputscale is None else self.outputscale.to(real_dtype)
-        return factor_capacitance(phi, noise, rhs, outputscale)
+        return phi, noise, outputscale

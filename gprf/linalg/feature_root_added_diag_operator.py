@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import warnings
 
-import torch
 from linear_operator.operators import (
     CatLinearOperator,
     ConstantDiagLinearOperator,
@@ -15,10 +14,14 @@ from linear_operator.operators import (
 from torch import Tensor
 
 from gprf.exceptions import LowRankStructureWarning
-from gprf.linalg.capacitance import checked_cholesky, nonfinite_rows, raise_for_nonfinite_rows
 from gprf.linalg.feature_root import FeatureRoot
+from gprf.linalg.points_factor import factor_points
+from gprf.linalg.route import choose_route
 from gprf.linalg.weight_space_cg import cg_feature_space_terms
 from gprf.settings import factor_dtype, weight_space_solver
+
+#: Feature draws (their versions, unique per draw and process) whose dense covariance has been warned about.
+_DENSE_WARNED_DRAWS: set[tuple[int, ...]] = set()
 
 
 class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
@@ -35,14 +38,16 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
     accurate), so float32 models stay accurate at small noise;
     the whole step costs :math:`2NF^2 + O(F^3)` flops forward and backward. With fewer points than features
     (:math:`N < F`, common early in Bayesian optimization) :math:`K` itself is formed and factored instead,
-    :math:`O(N^2F + N^3)`, which avoids the :math:`O(F^3)` factorisation and its backward. Training rows with
+    :math:`O(N^2F + N^3)`, which avoids the :math:`O(F^3)` factorisation and its backward
+    (:func:`gprf.linalg.choose_route`; :class:`gprf.settings.covariance_route` forces either). Training rows with
     NaN or infinite values raise :class:`~gprf.exceptions.NonFiniteTrainingDataError`; a covariance of no training
     points raises ``ValueError`` (GPyTorch's marginal likelihood per point would be :math:`0/0`).
 
     GPyTorch's ``MultivariateNormal.log_prob`` only calls :meth:`inv_quad_logdet` while linear_operator's
     ``fast_computations.log_prob`` is on (GPyTorch's default; BoTorch switches it off on import). Otherwise it
     takes a dense :math:`N\times N` Cholesky of :meth:`to_dense`, which warns with
-    :class:`~gprf.exceptions.LowRankStructureWarning`; :class:`gprf.distributions.MultivariateNormal` keeps the
+    :class:`~gprf.exceptions.LowRankStructureWarning` (once per feature draw, i.e. per model) when :math:`N > F`
+    (for :math:`N \le F` that is the points route anyway); :class:`gprf.distributions.MultivariateNormal` keeps the
     structured density under either setting.
     """
 
@@ -89,7 +94,8 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
                 )
         root = self.feature_root
         # Fewer points than features (e.g. early Bayesian optimization): the N x N route is the cheaper one.
-        terms = _dense_terms if root.num_points < root.num_columns else _feature_space_terms
+        route = choose_route("likelihood", root.num_points, root.num_columns, self.batch_shape)
+        terms = _dense_terms if route == "points" else _feature_space_terms
         inv_quad_term, logdet_term = terms(root, rhs, logdet)
         if inv_quad_term is not None and reduce_inv_quad:
             inv_quad_term = inv_quad_term.sum(-1)
@@ -98,18 +104,25 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
         return inv_quad_term, logdet_term
 
     def to_dense(self) -> Tensor:
-        num_columns = self._linear_op.feature_root.num_columns
-        if self.size(-1) > num_columns:
+        root = self._linear_op.feature_root
+        if self.size(-1) > root.num_columns and root.versions not in _DENSE_WARNED_DRAWS:
+            # Once per feature draw, i.e. once per model (a BoTorch loop builds a new model at every iteration);
+            # every time for operators without draws (built by hand, not by a kernel).
+            if root.versions:
+                _DENSE_WARNED_DRAWS.add(root.versions)
             warnings.warn(
                 f"Forming the dense {self.size(-1)} x {self.size(-1)} covariance of a random-feature kernel with "
-                f"{num_columns} features (O(N^2) memory, O(N^3) factorisation). GPyTorch's "
+                f"{root.num_columns} features (O(N^2) memory, O(N^3) factorisation): GPyTorch's "
                 "MultivariateNormal.log_prob does this while linear_operator's fast_computations.log_prob is off, "
-                "as BoTorch sets on import: return gprf.distributions.MultivariateNormal from the model's forward "
-                "(gprf.botorch.RandomFeatureSingleTaskGP does) to keep the O(N F^2) marginal likelihood.",
+                "as BoTorch sets on import. One-line fix: build the model as "
+                "gprf.botorch.RandomFeatureSingleTaskGP(train_X, train_Y, covar_module=...) instead of SingleTaskGP, "
+                "or return gprf.distributions.MultivariateNormal from your ExactGP's forward; either keeps the "
+                "O(N F^2) marginal likelihood. (Shown once per model.)",
                 LowRankStructureWarning,
                 stacklevel=2,
             )
-        return super().to_dense()
+        # The inner covariance's own dense evaluation would warn again, about kernel products.
+        return self._linear_op._dense() + self._diag_tensor.to_dense()
 
     def add_diagonal(self, diag: Tensor) -> FeatureRootAddedDiagLinearOperator:
         return FeatureRootAddedDiagLinearOperator(self._linear_op, self._diag_tensor.add_diagonal(diag))
@@ -141,18 +154,13 @@ def _feature_space_terms(root: FeatureRoot, rhs: Tensor | None, logdet: bool) ->
 
 
 def _dense_terms(root: FeatureRoot, rhs: Tensor | None, logdet: bool) -> tuple[Tensor | None, Tensor | None]:
-    r""":math:`K = s\,RR^\top + \Sigma` formed and factored in the factor dtype: :math:`O(N^2F + N^3)`, for
-    :math:`N < F`."""
-    dtype = factor_dtype.value()
-    features = root.scaled_features().to(dtype)
-    noise = root.noise.to(dtype).expand(*features.shape[:-1])
-    covariance = features @ features.mT + torch.diag_embed(noise)
+    r""":math:`K = s\,RR^\top + \Sigma` formed and factored in the factor dtype: :math:`O(N^2F + N^3)`, the points
+    route (:func:`gprf.linalg.choose_route`)."""
     # Targets do not enter K: their finiteness is checked with the factor's (one synchronisation).
-    cholesky = checked_cholesky(covariance, lambda: raise_for_nonfinite_rows(nonfinite_rows(features, noise, rhs)), rhs)
+    factor = factor_points(root, rhs)
     inv_quad_term, logdet_term = None, None
     if rhs is not None:
-        whitened = torch.linalg.solve_triangular(cholesky, rhs.to(dtype), upper=False)
-        inv_quad_term = whitened.square().sum(-2).to(rhs.dtype)
+        inv_quad_term = factor.whiten(rhs.to(factor.cholesky.dtype)).square().sum(-2).to(rhs.dtype)
     if logdet:
-        logdet_term = (2 * cholesky.diagonal(dim1=-2, dim2=-1).log().sum(-1)).to(root.features.dtype)
+        logdet_term = (2 * factor.cholesky.diagonal(dim1=-2, dim2=-1).log().sum(-1)).to(root.dtype)
     return inv_quad_term, logdet_term

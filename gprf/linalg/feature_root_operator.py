@@ -2,6 +2,8 @@ r"""The covariance :math:`K = s\,RR^\top` of a feature kernel, carrying its :cla
 
 from __future__ import annotations
 
+import numbers
+import warnings
 from collections.abc import Callable
 from dataclasses import fields, replace
 from typing import Any
@@ -9,18 +11,20 @@ from typing import Any
 import torch
 from linear_operator.operators import (
     ConstantDiagLinearOperator,
-    ConstantMulLinearOperator,
     DenseLinearOperator,
     DiagLinearOperator,
     LinearOperator,
     LowRankRootLinearOperator,
     MatmulLinearOperator,
+    ZeroLinearOperator,
 )
 from torch import Tensor
 
+from gprf.exceptions import LowRankStructureWarning
 from gprf.linalg.feature_root import FeatureRoot
 from gprf.linalg.feature_root_added_diag_operator import FeatureRootAddedDiagLinearOperator
 from gprf.linalg.lazy_features import LazyFeatures
+from gprf.linalg.root_algebra import kronecker_product, registered_root_product, sum_roots, task_rows
 from gprf.settings import factor_dtype
 
 
@@ -42,14 +46,24 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
     The operator holds one :class:`~gprf.linalg.FeatureRoot` (:attr:`feature_root`) and reshapes, indexes and scales
     it through that record's own methods, so a part added to the record needs no change here.
 
+    GPyTorch's own kernel algebra keeps the root (:mod:`gprf.linalg.root_algebra`): ``AdditiveKernel`` adds the parts'
+    covariances, and the sum of two feature roots is one (:math:`[\sqrt{s_1}R_1, \sqrt{s_2}R_2]`); ``ProductKernel``
+    multiplies them elementwise, and the product with an exact root (a task covariance of ``IndexKernel``, or a root
+    without random draws) is the exact row-wise Kronecker product, the product of two random roots the product
+    kernel's own features (a rule the kernels register, which reads :attr:`origin`). A sum or product with a
+    covariance that has no feature root (an exact GPyTorch kernel) is formed densely and warns with
+    :class:`~gprf.exceptions.LowRankStructureWarning`, as does any dense evaluation of more points than columns.
+
     Args:
         features: :math:`R`, a tensor or a :class:`~gprf.linalg.LazyFeatures`.
+        origin: Where the root comes from (the kernel and the inputs it featurised; opaque here), for the rule that
+            multiplies two random roots; kept by scaling, dropped by reshaping and indexing.
         parts: The other parts of the :class:`~gprf.linalg.FeatureRoot` by name (``outputscale`` :math:`s`
             ``(*batch)``, broadcast to the batch shape; ``inputs``; ``versions``), all but the noise: adding it is
             :meth:`add_diagonal`.
     """
 
-    def __init__(self, features: Tensor | LazyFeatures, **parts: Any) -> None:
+    def __init__(self, features: Tensor | LazyFeatures, origin: Any = None, **parts: Any) -> None:
         if parts.get("noise") is not None:
             raise ValueError(
                 "FeatureRootLinearOperator is the covariance without noise; add the noise variances with "
@@ -64,27 +78,34 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
         feature_root = FeatureRoot(features, **parts)
         # LinearOperator's constructor records these arguments, which is how linear_operator rebuilds the
         # operator (representation trees, clone, to, detach); the parent's would record the root instead.
-        LinearOperator.__init__(self, features, **parts)
+        LinearOperator.__init__(self, features, origin=origin, **parts)
         self.feature_root = feature_root
+        self.origin = origin
 
     @classmethod
-    def from_root(cls, root: FeatureRoot) -> FeatureRootLinearOperator:
+    def from_root(cls, root: FeatureRoot, origin: Any = None) -> FeatureRootLinearOperator:
         """The covariance :math:`s\\,RR^\\top` of a hand-off without noise."""
         parts = {part.name: getattr(root, part.name) for part in fields(root) if part.name not in ("source", "noise")}
-        return cls(root.source, **parts)
+        return cls(root.source, origin=origin, **parts)
 
     @property
     def root(self) -> LinearOperator:
-        """:math:`\\sqrt s\\,R` as a linear operator (GPyTorch's root decompositions and sampling)."""
-        dense = DenseLinearOperator(self.feature_root.features)
-        amplitude = self.feature_root.amplitude(0)
-        return dense if amplitude is None else ConstantMulLinearOperator(dense, amplitude)
+        """:math:`\\sqrt s\\,R` as a linear operator (GPyTorch's root decompositions and sampling; a scaled copy)."""
+        return _RootFactor(self.feature_root.scaled_features())
 
     def _size(self) -> torch.Size:
         shape = self.feature_root.source.shape
         return torch.Size((*shape[:-2], shape[-2], shape[-2]))
 
     def _root_decomposition_size(self) -> int:
+        # linear_operator asks a root for this size only when its MulLinearOperator multiplies it elementwise with
+        # another covariance (gprf's own products never build one; a root's root decomposition is itself): GPyTorch's
+        # ProductKernel with a factor before the feature kernel that has no feature root, e.g. a task IndexKernel.
+        _warn_dense(
+            "GPyTorch multiplying a covariance without a feature root (a factor before the feature kernel, e.g. a task "
+            "IndexKernel) elementwise by a random-feature covariance",
+            MULTIPLY_FIX,
+        )
         return self.feature_root.num_columns
 
     # ------------------------------------------------------------------ structure-preserving operations
@@ -95,7 +116,7 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
         root = self.feature_root
         other = torch.as_tensor(other, dtype=root.dtype, device=root.source.device)
         outputscale = other if root.outputscale is None else root.outputscale * other
-        return self.from_root(replace(root, outputscale=outputscale.expand(self.batch_shape)))
+        return self.from_root(replace(root, outputscale=outputscale.expand(self.batch_shape)), self.origin)
 
     def _expand_batch(self, batch_shape: torch.Size) -> FeatureRootLinearOperator:
         if len(batch_shape) == 0:
@@ -170,6 +191,20 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
 
     def to_dense(self) -> Tensor:
         features = self.feature_root.features
+        if features.size(-2) > features.size(-1):
+            warnings.warn(
+                f"Forming the dense {features.size(-2)} x {features.size(-2)} matrix of a random-feature covariance "
+                f"of rank {features.size(-1)} (O(N^2) memory, O(N^3) to factor). GPyTorch does this in a ProductKernel "
+                "whose factor before the feature kernel has no feature root (an exact kernel): multiply feature "
+                "kernels, the feature kernel first (ScaleKernel(k1) * k2, covar_module * IndexKernel(...)), and "
+                "approximate exact factors with gprf.random_features.",
+                LowRankStructureWarning,
+                stacklevel=2,
+            )
+        return self._dense()
+
+    def _dense(self) -> Tensor:
+        features = self.feature_root.features
         return self._scale(features @ features.mT, 2)
 
     # ------------------------------------------------------------------ adding the noise
@@ -180,7 +215,72 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
             return FeatureRootAddedDiagLinearOperator(self, ConstantDiagLinearOperator(diag, diag_shape=num_points))
         return FeatureRootAddedDiagLinearOperator(self, DiagLinearOperator(diag.expand(*self.shape[:-1])))
 
+    # ------------------------------------------------------------------ GPyTorch's kernel algebra
     def __add__(self, other):
         if isinstance(other, DiagLinearOperator):
             return FeatureRootAddedDiagLinearOperator(self, other)
+        if isinstance(other, ZeroLinearOperator) or (isinstance(other, numbers.Number) and other == 0):
+            return self
+        if isinstance(other, LinearOperator):
+            other = other.evaluate_kernel()
+        if isinstance(other, FeatureRootLinearOperator):
+            return self.from_root(sum_roots(self.feature_root, other.feature_root))
+        _warn_dense(f"Adding a {type(other).__name__} (no feature root) to a random-feature covariance", ADD_FIX)
         return super().__add__(other)
+
+    def _mul_matrix(self, other: LinearOperator) -> LinearOperator:
+        other = other.evaluate_kernel()
+        if isinstance(other, FeatureRootLinearOperator):
+            product = registered_root_product(self, other)
+            if product is not None:
+                return product
+            if not self.feature_root.versions or not other.feature_root.versions:  # an exact root: exact product
+                return self.from_root(kronecker_product(self.feature_root, other.feature_root))
+            what = "another random-feature covariance whose kernel is unknown (e.g. a GPyTorch sum inside a product)"
+        else:
+            rows = task_rows(other)
+            if rows is not None:
+                return self.from_root(kronecker_product(self.feature_root, rows))
+            what = f"a {type(other).__name__} (no feature root)"
+        _warn_dense(f"Multiplying a random-feature covariance elementwise by {what}", MULTIPLY_FIX)
+        return DenseLinearOperator(self._dense() * other.to_dense())
+
+
+ADD_FIX = "add feature kernels (k1 + k2, ScaleKernel(k1) + ScaleKernel(k2), FeatureSumKernel)"
+MULTIPLY_FIX = (
+    "multiply feature kernels, a feature kernel first (k1 * k2, ScaleKernel(k1) * k2, ScaleKernel(k1 * k2), "
+    "FeatureProductKernel, covar_module * IndexKernel(...))"
+)
+
+
+def _warn_dense(what: str, fix: str) -> None:
+    """Warn that ``what`` (combining a feature root with a covariance gprf cannot combine it with) is dense."""
+    warnings.warn(
+        f"{what} gives a dense N x N covariance (O(N^3) training): e.g. an exact GPyTorch kernel in AdditiveKernel or "
+        f"ProductKernel. Approximate that part with gprf.random_features and {fix}.",
+        LowRankStructureWarning,
+        stacklevel=3,
+    )
+
+
+class _RootFactor(DenseLinearOperator):
+    """The root :math:`\\sqrt s\\,R` handed to linear_operator's generic code, which forms the covariance
+    :math:`RR^\\top` from it only when it adds the root to a covariance without one (``add_low_rank``: GPyTorch's
+    AdditiveKernel with a part before the feature kernel that has no feature root): that Gram is dense, and says so."""
+
+    def matmul(self, other):
+        gram = isinstance(other, DenseLinearOperator) and _is_transpose(other.tensor, self.tensor)
+        if gram and self.tensor.size(-2) > self.tensor.size(-1):
+            _warn_dense(
+                "GPyTorch adding a random-feature covariance to a covariance without a feature root (a part before the "
+                "feature kernel)",
+                ADD_FIX,
+            )
+        return super().matmul(other)
+
+
+def _is_transpose(first: Tensor, second: Tensor) -> bool:
+    """Whether ``first`` is the transposed view of ``second``."""
+    transposed = second.mT
+    same_layout = (first.shape, first.stride()) == (transposed.shape, transposed.stride())
+    return same_layout and first.data_ptr() == second.data_ptr()

@@ -2,7 +2,7 @@
 random-feature-preconditioned exact GP."""
 
 from gprf.prediction.complex_feature import ComplexFeaturePredictionStrategy
-from gprf.prediction.feature_space import FeatureSpacePredictionStrategy, WeightSpacePosterior
+from gprf.prediction.feature_space import FeatureSpacePredictionStrategy, PointsSpacePosterior, WeightSpacePosterior
 from gprf.prediction.localized import LocalizedPredictionStrategy
 from gprf.prediction.preconditioned import PreconditionedPredictionStrategy
 from gprf.prediction.signed import SignedPredictionStrategy, krein_ridge_mean
@@ -11,6 +11,7 @@ __all__ = [
     "ComplexFeaturePredictionStrategy",
     "FeatureSpacePredictionStrategy",
     "LocalizedPredictionStrategy",
+    "PointsSpacePosterior",
     "PreconditionedPredictionStrategy",
     "SignedPredictionStrategy",
     "WeightSpacePosterior",

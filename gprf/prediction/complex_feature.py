@@ -40,6 +40,9 @@ class ComplexFeaturePredictionStrategy(FeatureSpacePredictionStrategy):
     Machine Learning Research, 2024 (arXiv:2201.08712).
     """
 
+    points_route = False  # the complex posterior is not the real-root one the points route computes
+    adopts_root_posterior = False  # its capacitance is of the complex features
+
     def _weight_features(self, root: FeatureRoot) -> Tensor:
         columns = root.num_columns
         if columns % 2:

@@ -100,6 +100,8 @@ class LocalizedPredictionStrategy(FeatureSpacePredictionStrategy):
         recentre_outside: Re-centre test points outside the region covered by the centres individually.
     """
 
+    adopts_root_posterior = False  # its factors are of re-centred features
+
     def __init__(
         self,
         train_inputs,

@@ -19,6 +19,9 @@ TINY_SUB_BENCH = ["--n", "120", "--d", "3", "--features", "16", "--test-points",
                   "--acq-n", "40,80", "--acq-exact-max-n", "40", "--acq-d", "3", "--acq-q", "2", "--acq-batches", "3",
                   "--bo-d", "3", "--bo-init", "8", "--bo-q", "2", "--bo-max-n", "12", "--bo-seeds", "1",
                   "--bo-methods", "gprf-ts,gprf-ts-tr",
+                  "--small-n", "12,24", "--small-d", "3",
+                  "--small-bo-problems", "branin", "--small-bo-q", "1", "--small-bo-init", "4",
+                  "--small-bo-evaluations", "5", "--small-bo-seeds", "1", "--small-bo-methods", "exact,gprf",
                   "--composite-features", "8,32", "--composite-n", "30", "--composite-test", "10",
                   "--composite-draws", "2",
                   "--quiet"]  # fmt: skip
@@ -27,7 +30,7 @@ TINY_SUB_BENCH = ["--n", "120", "--d", "3", "--features", "16", "--test-points",
 def run_json(tmp_path, capsys, *extra: str) -> tuple[str, dict]:
     """Run :data:`TINY_SUB_BENCH` with ``extra`` options: its printed report and its JSON report."""
     out = tmp_path / "bench.json"
-    assert main([*TINY_SUB_BENCH, *extra, "--json", str(out)]) == 0
+    assert main([*TINY_SUB_BENCH, *extra, "--json", str(out), "--out", str(tmp_path / "small_bo")]) == 0
     return capsys.readouterr().out, json.loads(out.read_text())
 
 

@@ -27,14 +27,18 @@ def test_python_dash_m_benchmarks_runs_from_the_repository_root():
     result = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)
     assert result.stdout.startswith("usage: python -m benchmarks [-h] [--what LIST]")
     words = " ".join(result.stdout.split())  # argparse wraps the help at the terminal width
-    assert "sub-benchmarks: mll, predict, featurize, thompson, acquisition, bo, regression, composite" in words
+    assert (
+        "sub-benchmarks: mll, predict, featurize, thompson, acquisition, bo, small-n, small-bo, regression, composite"
+        in words
+    )
 
 
 def test_all_sub_benchmarks_report_their_ratios_and_fields(tmp_path, capsys):
     text, report = run_json(tmp_path, capsys, "--what", "all")
     assert report["config"]["what"] == list(SUB_BENCHMARKS)
     assert text.startswith(
-        "gprf bench: mll, predict, featurize, thompson, acquisition, bo, regression, composite; float64 on cpu, "
+        "gprf bench: mll, predict, featurize, thompson, acquisition, bo, small-n, small-bo, regression, composite; "
+        "float64 on cpu, "
         "1 thread(s), "
         "torch "
     )

@@ -85,6 +85,52 @@ def test_exact_kernel_models_get_bit_identical_paths_with_and_without_gprf(tmp_p
             assert torch.equal(ours, theirs)
 
 
+_EXACT_FIT_AND_ACQUISITION = """
+    import sys
+    if sys.argv[2] == "gprf-first":
+        import gprf  # noqa: F401
+    import torch
+    from botorch.acquisition.logei import qLogNoisyExpectedImprovement
+    from botorch.models import SingleTaskGP
+    from botorch.optim.closures import get_loss_closure
+    from botorch.sampling import SobolQMCNormalSampler
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+    assert ("gprf.botorch" in sys.modules) == (sys.argv[2] != "without-gprf")
+    generator = torch.Generator().manual_seed(0)
+    x = torch.rand(30, 3, generator=generator, dtype=torch.float64)
+    y = torch.sin(5 * x).sum(-1, keepdim=True)
+    candidates = torch.rand(4, 2, 3, generator=generator, dtype=torch.float64).requires_grad_(True)
+    model = SingleTaskGP(x, y)
+    loss = get_loss_closure(ExactMarginalLogLikelihood(model.likelihood, model))()
+    gradients = torch.autograd.grad(loss, list(model.parameters()))
+    model.eval()
+    posterior = model.posterior(candidates.detach())
+    sampler = SobolQMCNormalSampler(torch.Size([32]), seed=0)
+    acquisition = qLogNoisyExpectedImprovement(model, X_baseline=x, sampler=sampler, prune_baseline=False)
+    value = acquisition(candidates)
+    (candidate_gradient,) = torch.autograd.grad(value.sum(), candidates)
+    outputs = [loss, *gradients, posterior.mean, posterior.variance, value, candidate_gradient]
+    torch.save([t.detach() for t in outputs], sys.argv[1])
+"""
+
+
+def test_exact_models_fit_and_acquire_bit_identically_with_and_without_gprf(tmp_path):
+    results = {}
+    for mode in ("without-gprf", "gprf-first"):
+        path = tmp_path / f"{mode}.pt"
+        completed = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(_EXACT_FIT_AND_ACQUISITION), str(path), mode],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert completed.returncode == 0, completed.stderr[-3000:]
+        results[mode] = torch.load(path)
+    for ours, theirs in zip(results["gprf-first"], results["without-gprf"], strict=True):
+        assert torch.equal(ours, theirs)
+
+
 def test_gprf_entries_are_the_table_of_the_dispatch_module():
     """Every entry gprf has in BoTorch's dispatchers, and nothing else of gprf's (no route module registers)."""
     table = {

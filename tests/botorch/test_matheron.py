@@ -1,7 +1,7 @@
 """gprf.botorch.matheron: posterior paths drawn in weight space never evaluate the prior paths at the training inputs,
-follow the model's posterior (also with observed noise, chunked roots and per fantasy of a fantasy model), and leave
-non-Gaussian likelihoods to BoTorch. (Noise-free covariances are refused by the noise helper it shares with the
-update: see test_update.py.)"""
+follow the model's posterior (also with observed noise, chunked roots and per fantasy of a fantasy model, and for
+GPyTorch's sums and products of gprf kernels in a plain SingleTaskGP), and leave non-Gaussian likelihoods to BoTorch.
+(Noise-free covariances are refused by the noise helper it shares with the update: see test_update.py.)"""
 
 from __future__ import annotations
 
@@ -10,14 +10,25 @@ from unittest import mock
 
 import pytest
 import torch
+from botorch.models import SingleTaskGP
 from botorch.sampling import SobolQMCNormalSampler
 from botorch.sampling.pathwise import draw_matheron_paths, gaussian_update
+from gpytorch.kernels import ScaleKernel
 from gpytorch.likelihoods import BernoulliLikelihood
 
 import gprf
 import gprf.botorch.dispatch as gprf_dispatch
 from gprf.botorch import KernelRootFeatureMap, RandomFeatureSingleTaskGP
-from gprf.botorch.matheron import weight_space_matheron_paths
+from gprf.botorch.matheron import (
+    capacitance_update_weights,
+    feature_space_update_weights,
+    points_update_weights,
+    training_root,
+    update_normals,
+    weight_space_matheron_paths,
+)
+from gprf.kernels import FeatureSumKernel, RandomFourierKernel
+from gprf.linalg import CapacitanceFactor
 from tests.botorch.conftest import COMPOSITE_DIMS, COMPOSITES, make_botorch_model, make_composite_model
 
 pytestmark = pytest.mark.botorch
@@ -44,19 +55,55 @@ def test_prior_paths_are_never_evaluated_at_the_training_inputs():
 
 @pytest.mark.parametrize("observed_noise", [False, True])
 @pytest.mark.parametrize("chunk_rows", [False, 7])
-def test_paths_follow_the_posterior(observed_noise, chunk_rows):
+@pytest.mark.parametrize("route", ["points", "features"])
+def test_paths_follow_the_posterior(observed_noise, chunk_rows, route):
     model = make_botorch_model(**(_fixed_noise() if observed_noise else {}))
     model.eval()
     test_x = 2 * torch.rand(5, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64) - 1
     posterior = model.posterior(test_x)
     mean, variance = posterior.mean.detach().squeeze(-1), posterior.variance.detach().squeeze(-1)
     torch.manual_seed(0)
-    with torch.no_grad(), gprf.settings.feature_chunk_size(chunk_rows):
+    solver = points_update_weights if route == "points" else capacitance_update_weights
+    spy = mock.patch(f"gprf.botorch.matheron.{solver.__name__}", wraps=solver)
+    with (
+        torch.no_grad(),
+        gprf.settings.feature_chunk_size(chunk_rows),
+        gprf.settings.covariance_route(route),
+        spy as solve,
+    ):
         samples = draw_matheron_paths(model, torch.Size([NUM_PATHS]))(test_x)  # S x M
+        assert solve.called
     assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
     # Sample variance of Gaussian values: standard error sigma^2 sqrt(2 / (S - 1)).
     z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
     assert z_variance.abs().max() < Z_BOUND
+
+
+@pytest.mark.parametrize("num_outputs", [1, 2])
+def test_both_routes_give_the_same_update_weights_for_the_same_noise(num_outputs):
+    # Points: Phi^T K^-1 (r - Phi w - eps); features: C^-1 (p - G w - xi) with xi = Phi^T Sigma^-1 eps = G^1/2 z. More
+    # points than features, so that G is invertible and z = G^-1/2 xi exists.
+    train_yvar = 0.05 * torch.rand(100, num_outputs, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    model = make_botorch_model(num_outputs=num_outputs, n=100, num_features=32, train_Yvar=train_yvar)
+    generator = torch.Generator().manual_seed(11)
+    with torch.no_grad():
+        root, residuals = training_root(model)
+        batch_shape = root.source.shape[:-2]
+        prior_weights = torch.randn(6, *batch_shape, 32, generator=generator, dtype=torch.float64)
+        noise = root.noise.expand(*batch_shape, 100)
+        standard = torch.randn(*batch_shape, 100, 6, generator=generator, dtype=torch.float64)
+        noise_draws = noise.sqrt().unsqueeze(-1) * standard
+        by_points = points_update_weights(root, residuals, prior_weights, noise_draws)
+
+        factor, projection = root.factor(residuals.unsqueeze(-1))
+        eye = torch.eye(32, dtype=torch.float64)
+        gram = factor.cholesky @ factor.cholesky.mT - eye
+        xi = root.scaled_features().mT @ (noise_draws / noise.unsqueeze(-1))
+        eigenvalues, eigenvectors = torch.linalg.eigh(gram)
+        normals = eigenvectors @ (eigenvalues.rsqrt().unsqueeze(-1) * (eigenvectors.mT @ xi))
+        by_features = capacitance_update_weights(factor, gram, projection, prior_weights, normals)
+    assert by_points.shape == prior_weights.shape
+    torch.testing.assert_close(by_points, by_features, rtol=0, atol=1e-8)
 
 
 @pytest.mark.parametrize("num_outputs", [1, 2])
@@ -121,6 +168,25 @@ def test_chunked_roots_give_the_same_paths():
     torch.testing.assert_close(values[0], values[1], rtol=0, atol=1e-10)
 
 
+def test_the_update_from_unfactored_sums_is_the_update():
+    """What sharded sampling composes (sums added up elsewhere, then factored) gives the update of the factored root
+    for the same random draws."""
+    model = make_botorch_model(num_outputs=2, n=100, num_features=32)
+    prior_weights = torch.randn(3, 2, 32, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    with torch.no_grad():
+        root, residuals = training_root(model)
+        torch.manual_seed(7)
+        expected = feature_space_update_weights(root, residuals, prior_weights)
+        gram, projection = root.sums(residuals.unsqueeze(-1))
+        torch.manual_seed(7)
+        standard = update_normals(gram, prior_weights)
+        weights = capacitance_update_weights(
+            CapacitanceFactor.from_gram(gram), gram, projection, prior_weights, standard
+        )
+    assert standard.shape == (2, 32, 3) and weights.shape == prior_weights.shape
+    torch.testing.assert_close(weights, expected, rtol=0, atol=1e-10)
+
+
 def test_non_gaussian_likelihoods_keep_botorchs_route():
     model = make_botorch_model()
     model.eval()
@@ -164,3 +230,55 @@ def test_paths_of_a_fantasy_model_follow_each_fantasys_posterior(num_outputs, bo
     assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
     z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
     assert z_variance.abs().max() < Z_BOUND
+
+
+def _gpytorch_spelling(name: str):
+    """``ScaleKernel(k1) + ScaleKernel(k2)`` or ``ScaleKernel(k1) * k2`` (GPyTorch's AdditiveKernel and ProductKernel of
+    gprf kernels), and gprf's spelling of the same covariance (the same parts and outputscales)."""
+    first = ScaleKernel(RandomFourierKernel(32, num_dims=3, ard_num_dims=3, seed=0)).double()
+    second = RandomFourierKernel(32, num_dims=3, kernel="matern52", seed=1).double()
+    first.outputscale = 1.5
+    if name == "sum":
+        scaled_second = ScaleKernel(second).double()
+        return first + scaled_second, FeatureSumKernel(first, scaled_second)
+    native = ScaleKernel(first.base_kernel * second).double()
+    native.raw_outputscale = first.raw_outputscale
+    return first * second, native
+
+
+@pytest.mark.filterwarnings("ignore::gprf.exceptions.DispatchFallbackWarning")  # the product's predictions, not paths
+@pytest.mark.parametrize("name", ["sum", "product"])
+def test_paths_of_gpytorch_sums_and_products_follow_the_feature_model(name):
+    # GPyTorch's own algebra of gprf kernels evaluates to the feature root of gprf's spelling: a plain SingleTaskGP
+    # with it draws its paths in weight space, distributed as the feature model's posterior.
+    ours, native = _gpytorch_spelling(name)
+    # More points than columns (64): see test_chunked_roots_give_the_same_paths.
+    x = 2 * torch.rand(100, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64) - 1
+    y = torch.sin(3 * x).sum(-1, keepdim=True)
+    models = [SingleTaskGP(x, y, covar_module=ours), RandomFeatureSingleTaskGP(x, y, covar_module=native)]
+    models[1].likelihood.noise_covar.raw_noise = models[0].likelihood.noise_covar.raw_noise
+    models[1].mean_module.raw_constant = models[0].mean_module.raw_constant
+    for model in models:
+        model.eval()
+    test_x = 2 * torch.rand(5, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64) - 1
+    posterior = models[1].posterior(test_x)
+    mean, variance = posterior.mean.detach().squeeze(-1), posterior.variance.detach().squeeze(-1)
+    torch.manual_seed(0)
+    with (
+        torch.no_grad(),
+        mock.patch.object(
+            gprf_dispatch, "weight_space_matheron_paths", wraps=gprf_dispatch.weight_space_matheron_paths
+        ) as weight_space,
+    ):
+        samples = draw_matheron_paths(models[0], torch.Size([NUM_PATHS]))(test_x)  # S x M
+    assert weight_space.call_count == 1
+    assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
+    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
+    assert z_variance.abs().max() < Z_BOUND
+    # Chunked roots (every part lazy, the sum or product too) give the same paths.
+    values = []
+    for chunk_rows in (False, 9):
+        torch.manual_seed(5)
+        with torch.no_grad(), gprf.settings.feature_chunk_size(chunk_rows):
+            values.append(draw_matheron_paths(models[0], torch.Size([3]))(test_x))
+    torch.testing.assert_close(values[0], values[1], rtol=0, atol=1e-10)

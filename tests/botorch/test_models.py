@@ -6,6 +6,8 @@ dimensions, and refused kernels."""
 from __future__ import annotations
 
 import pickle
+import warnings
+from unittest import mock
 
 import pytest
 import torch
@@ -19,8 +21,10 @@ from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.kernels import RBFKernel, ScaleKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
+import gprf
 from gprf.botorch import RandomFeatureSingleTaskGP
 from gprf.botorch.models import output_batch_dims
+from gprf.exceptions import LowRankStructureWarning, OversizedFeaturesWarning
 from gprf.features import Skeleton
 from gprf.kernels import (
     AdditiveFeatureKernel,
@@ -36,7 +40,9 @@ from gprf.kernels import (
     QuadratureKernel,
     RandomFourierKernel,
 )
+from gprf.linalg import factor_points, feature_root_added_diag_operator
 from gprf.prediction import FeatureSpacePredictionStrategy
+from gprf.sizing import RefitMonitor, suggest_num_features
 from tests.botorch.conftest import (
     COMPOSITE_DIMS,
     COMPOSITES,
@@ -69,6 +75,50 @@ def test_default_kernel_follows_botorch_defaults():
     assert type(kernel.lengthscale_prior) is type(exact_default.lengthscale_prior)
     torch.testing.assert_close(kernel.lengthscale_prior.loc, exact_default.lengthscale_prior.loc)
     assert kernel.raw_lengthscale_constraint.lower_bound == exact_default.raw_lengthscale_constraint.lower_bound
+
+
+def test_default_number_of_features_follows_the_rule_on_the_transformed_inputs():
+    from botorch.models.transforms.input import FilterFeatures
+
+    generator = torch.Generator().manual_seed(0)
+    for n, d, selected, expected in ((40, 6, None, 192), (150, 6, None, 300), (150, 6, [0, 2], 128)):
+        x = torch.rand(n, d, generator=generator, dtype=torch.float64)
+        transform = None if selected is None else FilterFeatures(feature_indices=torch.tensor(selected))
+        model = RandomFeatureSingleTaskGP(x, x.sum(-1, keepdim=True), input_transform=transform)
+        assert model.covar_module.root_dim == expected == suggest_num_features(n, len(selected or range(d)))
+    with pytest.raises(ValueError, match="num_features must be a positive integer or 'auto', got 'many'"):
+        RandomFeatureSingleTaskGP(x, x.sum(-1, keepdim=True), num_features="many")
+    with pytest.raises(ValueError, match="num_features must be a positive integer, got 0"):
+        RandomFeatureSingleTaskGP(x, x.sum(-1, keepdim=True), num_features=0)
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_refitting_oversized_models_warns_once(plain):
+    from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
+
+    from gprf import random_features
+
+    x = torch.rand(20, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    y = torch.sin(5 * x).sum(-1, keepdim=True)
+
+    def model_on(n: int, num_features: int | str):
+        if not plain:
+            return RandomFeatureSingleTaskGP(x[:n], y[:n], num_features=num_features, seed=0)
+        size = suggest_num_features(n, 3) if num_features == "auto" else num_features
+        kernel = random_features(get_covar_module_with_dim_scaled_prior(ard_num_dims=3), size, seed=0).double()
+        return SingleTaskGP(x[:n], y[:n], covar_module=kernel)
+
+    monitor = RefitMonitor()  # a fresh count, whatever other tests fitted
+    options = {"optimizer_kwargs": {"options": {"maxiter": 2}}}
+    with mock.patch("gprf.kernels.feature_kernel.REFIT_MONITOR", monitor), warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        sized = model_on(20, "auto")  # the rule's size never counts
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(sized.likelihood, sized), **options)
+        for n in (18, 19, 20):  # a loop: a new model on more points at every iteration, 512 features each time
+            model = model_on(n, 512)
+            fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model), **options)
+    oversized = [item for item in w if issubclass(item.category, OversizedFeaturesWarning)]
+    assert len(oversized) == 1 and "A second model with 512 random features on 19 points" in str(oversized[0].message)
 
 
 def test_transformed_input_dimension_sizes_the_kernel():
@@ -161,6 +211,47 @@ def test_knowledge_gradient_uses_feature_space_fantasies():
         expected = reference.posterior(test_x)
         torch.testing.assert_close(fantasy_posterior.mean[j], expected.mean, rtol=0, atol=1e-8)
         torch.testing.assert_close(fantasy_posterior.variance[j], expected.variance, rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_both_routes_give_the_same_acquisition_values_and_gradients(plain):
+    # 40 points, 64 features: qLogNEI's joint posterior at 8 baseline points and q = 2 candidates, and qKG's fantasy
+    # posteriors, by the N x N and the F x F routes. (At all 40 training points as baseline, the joint posterior
+    # covariance is so ill-conditioned that BoTorch's Cholesky factor amplifies rounding to 1e-6 either way.)
+    results = {}
+    for route in ("points", "features"):
+        model = make_botorch_model()
+        if plain:
+            model = SingleTaskGP(
+                *model.train_inputs, model.train_targets.unsqueeze(-1), covar_module=model.covar_module
+            )
+        model.eval()
+        starts = 2 * torch.rand(3, 2, 3, generator=torch.Generator().manual_seed(12), dtype=torch.float64) - 1
+        spy = mock.patch("gprf.prediction.feature_space.factor_points", wraps=factor_points)
+        with gprf.settings.covariance_route(route), spy as points_factorisations:
+            acquisitions = {  # built in the block: qLogNEI caches the baseline posterior's Cholesky factor
+                "qlognei": qLogNoisyExpectedImprovement(
+                    model,
+                    X_baseline=model.train_inputs[0][:8],  # well-conditioned joint covariance
+                    sampler=SobolQMCNormalSampler(torch.Size([32]), seed=0),
+                    prune_baseline=False,  # pruning draws from the global generator
+                ),
+                "qkg": qKnowledgeGradient(
+                    model, num_fantasies=4, sampler=SobolQMCNormalSampler(torch.Size([4]), seed=1)
+                ),
+            }
+            for name, acquisition in acquisitions.items():
+                points = starts
+                if name == "qkg":  # the candidates and one point per fantasy (q + num_fantasies rows)
+                    points = torch.cat([starts, starts[:, :1].expand(3, 4, 3) * 0.5], -2)
+                points = points.clone().requires_grad_(True)
+                value = acquisition(points)
+                (gradient,) = torch.autograd.grad(value.sum(), points)
+                results[route, name] = (value.detach(), gradient)
+        assert points_factorisations.called == (route == "points")
+    for name in ("qlognei", "qkg"):
+        for points, features in zip(results["points", name], results["features", name], strict=True):
+            torch.testing.assert_close(points, features, rtol=0, atol=1e-8)
 
 
 @pytest.mark.parametrize("num_outputs", [1, 2])
@@ -333,6 +424,56 @@ def test_plain_single_task_gp_with_gprf_kernel_keeps_working():
     mean, variance = dense_posterior(model, test_x)
     torch.testing.assert_close(posterior.mean.detach(), mean, rtol=1e-8, atol=1e-8)
     torch.testing.assert_close(posterior.variance.detach(), variance, rtol=1e-8, atol=1e-8)
+
+
+def _plain_and_gprf_models(num_features: int, n: int = 40):
+    """A plain ``SingleTaskGP`` and a ``RandomFeatureSingleTaskGP`` with the same (separate) gprf kernel and data."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.rand(n, 3, generator=generator, dtype=torch.float64)
+    y = torch.sin(5 * x).sum(-1, keepdim=True)
+
+    def kernel():
+        return ScaleKernel(RandomFourierKernel(num_features, num_dims=3, ard_num_dims=3, seed=0)).double()
+
+    return SingleTaskGP(x, y, covar_module=kernel()), RandomFeatureSingleTaskGP(x, y, covar_module=kernel())
+
+
+def _training_loss(model) -> torch.Tensor:
+    """BoTorch's own loss closure (what ``fit_gpytorch_mll`` evaluates)."""
+    from botorch.optim.closures import get_loss_closure
+
+    model.train()
+    return get_loss_closure(ExactMarginalLogLikelihood(model.likelihood, model))()
+
+
+def test_plain_single_task_gp_warns_once_per_model_where_its_density_goes_dense():
+    # 40 points, 16 features: BoTorch's closure on a plain SingleTaskGP factors the dense 40 x 40 covariance (BoTorch
+    # switched linear_operator's fast log_prob off) and says how to keep the O(N F^2) density, once per model.
+    for _ in range(2):  # a second model warns again
+        plain, _ = _plain_and_gprf_models(num_features=16)
+        with pytest.warns(LowRankStructureWarning, match=r"RandomFeatureSingleTaskGP\(train_X, train_Y, covar") as w:
+            _training_loss(plain)
+            _training_loss(plain)
+        assert sum(issubclass(item.category, LowRankStructureWarning) for item in w) == 1
+
+
+@pytest.mark.parametrize("num_features", [16, 64])
+def test_random_feature_single_task_gp_takes_the_structured_density(num_features):
+    # The same loss through gprf's MultivariateNormal: no dense matrix (N > F: the features route; N <= F: the points
+    # route, which the plain model's dense Cholesky computes too), and the same value as the plain model's.
+    plain, model = _plain_and_gprf_models(num_features)
+    route = "_dense_terms" if num_features > 40 else "_feature_space_terms"
+    spy = mock.patch(
+        f"gprf.linalg.feature_root_added_diag_operator.{route}",
+        wraps=getattr(feature_root_added_diag_operator, route),
+    )
+    with warnings.catch_warnings(), spy as terms:
+        warnings.simplefilter("error", LowRankStructureWarning)
+        loss = _training_loss(model)
+    assert terms.call_count == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LowRankStructureWarning)
+        torch.testing.assert_close(loss, _training_loss(plain), rtol=0, atol=1e-10)
 
 
 def test_output_batch_dims_cover_every_batched_parameter_and_draw():

@@ -3,7 +3,8 @@ becomes the exact Kronecker root of the ICM kernel, the marginal likelihood and 
 with per-task noise, fitting reduces the loss, and the posterior is the Gaussian posterior of the feature model with
 that noise; Matheron paths drawn in weight space follow that posterior for every task (per-task means and noise, float32
 and float64), Thompson sampling over candidates with a task column works, candidates of another width are refused by
-name, and every MultiTaskGP without a gprf covariance goes to BoTorch's handler."""
+name, and every MultiTaskGP without a gprf covariance goes to BoTorch's handler. A ScaleKernel around the data kernel
+(GPyTorch's ProductKernel with the task kernel) keeps the feature root: it fits, predicts and samples alike."""
 
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ from botorch.acquisition.thompson_sampling import PathwiseThompsonSampling
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import MultiTaskGP
 from botorch.sampling.pathwise import draw_matheron_paths
+from gpytorch.kernels import ProductKernel, ScaleKernel
 from gpytorch.likelihoods import HadamardGaussianLikelihood
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 import gprf.botorch.dispatch as gprf_dispatch
 from gprf.botorch import multitask_matheron_paths
-from gprf.kernels import FeatureProductKernel, IndexRootKernel, RandomFourierKernel
+from gprf.kernels import FeatureProductKernel, IndexRootKernel, RandomFourierKernel, root_columns
 from gprf.linalg import FeatureRootAddedDiagLinearOperator
 from tests.botorch.conftest import assert_gradient_matches_finite_differences
 
@@ -195,3 +197,51 @@ def test_a_non_feature_covariance_is_refused_by_name():
     train_x, train_y = _data()
     with pytest.raises(TypeError, match="covar_module is a gprf feature kernel"):
         multitask_matheron_paths(MultiTaskGP(train_x, train_y, task_feature=-1).eval(), torch.Size([2]))
+
+
+def test_a_scaled_data_kernel_fits_predicts_and_samples_in_feature_space():
+    # MultiTaskGP multiplies ScaleKernel(gprf kernel) by its task kernel with GPyTorch's ProductKernel: the data root
+    # times the task covariance's exact root, the same ICM covariance as the bare kernel's (F T columns).
+    train_x, train_y = _data()
+    data_kernel = ScaleKernel(RandomFourierKernel(32, num_dims=2, ard_num_dims=2, seed=0).double()).double()
+    model = MultiTaskGP(train_x, train_y, task_feature=-1, covar_module=data_kernel, rank=2)
+    assert isinstance(model.covar_module, ProductKernel) and root_columns(model.covar_module) == 32 * 3
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    model.train()
+    covariance = model.likelihood(model(train_x), [train_x]).lazy_covariance_matrix.evaluate_kernel()
+    assert isinstance(covariance, FeatureRootAddedDiagLinearOperator)
+    with torch.no_grad():
+        before = -mll(model(train_x), model.train_targets, [train_x]).item()
+    fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"maxiter": 30}})
+    model.train()
+    with torch.no_grad():
+        after = -mll(model(train_x), model.train_targets, [train_x]).item()
+    assert after < before
+    with torch.no_grad():
+        for task, mean in enumerate(model.mean_module.base_means):
+            mean.constant.fill_(0.5 * task - 0.3)
+        model.likelihood.noise = torch.tensor([0.01, 0.05, 0.2], dtype=torch.float64)
+    model.eval()
+    test_x = _task_points()
+    with torch.no_grad():
+        prediction = model(test_x)
+        # The dense Gaussian posterior of the same covariance, per-task noise and per-task mean.
+        kernel, y = model.covar_module, model.train_targets
+        noise = model.likelihood.noise.squeeze()[train_x[:, -1].long()]
+        task_means = torch.stack([mean.constant for mean in model.mean_module.base_means]).squeeze(-1)
+        train_mean, test_mean = task_means[train_x[:, -1].long()], task_means[test_x[:, -1].long()]
+        k_train = kernel(train_x).to_dense() + torch.diag(noise)
+        k_cross = kernel(test_x, train_x).to_dense()
+        mean = test_mean + k_cross @ torch.linalg.solve(k_train, y - train_mean)
+        covariance = kernel(test_x).to_dense() - k_cross @ torch.linalg.solve(k_train, k_cross.mT)
+    torch.testing.assert_close(prediction.mean, mean, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(prediction.covariance_matrix, covariance, rtol=1e-6, atol=1e-6)
+    posterior = model.posterior(test_x)
+    mean, variance = (t.detach().squeeze(-1) for t in (posterior.mean, posterior.variance))
+    torch.manual_seed(0)
+    with torch.no_grad(), mock.patch.object(gprf_dispatch, "botorch_multitask_matheron_paths") as theirs:
+        samples = draw_matheron_paths(model, torch.Size([NUM_PATHS]))(test_x)  # S x 3m
+    assert theirs.call_count == 0
+    assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
+    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
+    assert z_variance.abs().max() < Z_BOUND

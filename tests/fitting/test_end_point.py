@@ -98,10 +98,45 @@ def test_fit_mll_of_a_high_degree_sketch_ends_where_the_model_predicts():
     assert model.covar_module.outputscale.item() < 1e10
 
 
-def test_the_fit_returns_in_eval_mode_with_no_cache_of_the_check():
+def test_the_fit_returns_in_eval_mode_with_the_refits_prediction_cache():
     x = torch.rand(80, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     model = _GP(x, torch.sin(4 * x[:, 0]), RandomFourierKernel(32, num_dims=2, seed=0)).double()
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
     returned = gprf.fit_mll(mll)
-    assert returned is mll and not mll.training and model.prediction_strategy is None
+    # The refit's Gram matrix went to the strategy the first prediction uses (tests/fitting/test_handover.py).
+    assert returned is mll and not mll.training and model.prediction_strategy is not None
     assert _predicts(mll)
+
+
+def test_the_check_can_be_replaced():
+    """Rows sharded over processes check the capacitance of all of them: the check is a parameter."""
+    mll = _sketch_mll()
+    start = parameter_values(mll)
+    _at_outputscale(mll, 2.0)
+    checked = []
+
+    def only_the_start_predicts(candidate):
+        checked.append(float(candidate.model.covar_module.outputscale))
+        return None if len(checked) > 1 else RuntimeError("not at 2.0")
+
+    with pytest.warns(FitFallbackWarning, match="after the start"):
+        end_where_predictable(mll, [("the start", start)], failure_of=only_the_start_predicts)
+    assert len(checked) == 2 and checked[0] == pytest.approx(2.0)  # the end point, then the start
+    assert all(torch.equal(value, expected) for value, expected in zip(parameter_values(mll), start, strict=True))
+
+
+def test_a_known_failure_is_not_checked_again_and_the_replaced_check_judges_the_checkpoints():
+    """The hand-over's failure at the end point, with a sharded fit's check at the checkpoints."""
+    mll = _sketch_mll()
+    start, start_outputscale = parameter_values(mll), float(mll.model.covar_module.outputscale)
+    _at_outputscale(mll, 2.0)
+    checked = []
+
+    def record(candidate):
+        checked.append(float(candidate.model.covar_module.outputscale))
+        return None
+
+    with pytest.warns(FitFallbackWarning, match=r"RuntimeError: known at 2\.0.*after the start"):
+        end_where_predictable(mll, [("the start", start)], failure=RuntimeError("known at 2.0"), failure_of=record)
+    assert checked == [pytest.approx(start_outputscale)]  # only the start was checked
+    assert all(torch.equal(value, expected) for value, expected in zip(parameter_values(mll), start, strict=True))

@@ -12,9 +12,11 @@ import torch
 from gpytorch.kernels import RBFKernel, ScaleKernel
 from gpytorch.likelihoods import BernoulliLikelihood, GaussianLikelihood, MultitaskGaussianLikelihood
 from gpytorch.mlls import ExactMarginalLogLikelihood
+from linear_operator.utils.warnings import NumericalWarning
 
 import gprf
 from gprf.exceptions import FitFallbackWarning
+from gprf.fitting import budget as fit_budget
 from gprf.fitting.end_point import parameter_values, restore_parameter_values
 from gprf.fitting.exact_route import holds_preconditioned_kernel, random_feature_surrogate
 from gprf.fitting.recipe import _loss
@@ -111,7 +113,8 @@ def test_the_fit_keeps_the_time_budget_of_a_mocked_clock(budget):
     mll = _mll(n=400, num_features=64)
     clock = _EvaluationTime(mll.model)
     stages = []
-    with mock.patch("time.perf_counter", clock):
+    # The recipe's steps read time.perf_counter and its clock gprf.fitting.budget's: both count evaluations.
+    with mock.patch("time.perf_counter", clock), mock.patch.object(fit_budget, "perf_counter", clock):
         gprf.fit_mll(
             mll, time_budget=budget, tune_rows=200, tune_features=32, callback=lambda *call: stages.append(call)
         )
@@ -143,6 +146,56 @@ def test_a_step_that_cannot_be_evaluated_ends_the_fit_at_the_last_point_evaluate
     assert calls["n"] == 3
     for value, expected in zip(parameter_values(mll), points[1], strict=True):
         assert torch.equal(value, expected)
+
+
+def _warning_at(step_number, message, category):
+    """A loss that warns ``message`` at the exact route's ``step_number``-th evaluation; returns it and the points."""
+    calls, points = {"n": 0}, []
+
+    def loss(mll):
+        value = _loss(mll)
+        if holds_preconditioned_kernel(mll.model):  # not the surrogate's recipe
+            calls["n"] += 1
+            points.append(parameter_values(mll))
+            if calls["n"] == step_number:
+                warnings.warn(message, category, stacklevel=2)
+        return value
+
+    return loss, calls, points
+
+
+_UNCONVERGED = "CG terminated in 1000 iterations with average residual norm 59620.2 which is larger than the tolerance"
+
+
+def test_unconverged_conjugate_gradients_end_the_fit_at_the_last_converged_point():
+    mll = _mll()
+    loss, calls, points = _warning_at(3, _UNCONVERGED, NumericalWarning)
+    with mock.patch("gprf.fitting.recipe._loss", side_effect=loss):
+        with pytest.warns(FitFallbackWarning, match="exact step 3 could not be evaluated.*did not converge"):
+            gprf.fit_mll(mll, finish_steps=10)
+    assert calls["n"] == 3
+    for value, expected in zip(parameter_values(mll), points[1], strict=True):
+        assert torch.equal(value, expected)
+
+
+def test_unconverged_conjugate_gradients_at_the_first_step_keep_the_surrogates_point():
+    mll = _mll()
+    loss, calls, points = _warning_at(1, _UNCONVERGED, NumericalWarning)
+    with mock.patch("gprf.fitting.recipe._loss", side_effect=loss):
+        with pytest.warns(FitFallbackWarning, match="first exact step could not be evaluated.*surrogate's point"):
+            gprf.fit_mll(mll, finish_steps=10)
+    assert calls["n"] == 1
+    for value, expected in zip(parameter_values(mll), points[0], strict=True):
+        assert torch.equal(value, expected)
+
+
+def test_other_warnings_of_an_exact_step_are_passed_on_and_do_not_end_the_fit():
+    mll = _mll()
+    loss, calls, _ = _warning_at(2, "a warning of the user's own", UserWarning)
+    with mock.patch("gprf.fitting.recipe._loss", side_effect=loss):
+        with pytest.warns(UserWarning, match="a warning of the user's own"):
+            gprf.fit_mll(mll, finish_steps=4)
+    assert calls["n"] == 4
 
 
 def test_conjugate_gradients_above_the_cholesky_size_in_float32():

@@ -15,6 +15,7 @@ from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihoo
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 import gprf
+from gprf.exceptions import BudgetWarning
 from gprf.fitting.recipe import FIT_MLL_OPTIONS, _lbfgs, _loss
 from gprf.fitting.scale_fit import supports_exact_scale_fit
 from gprf.kernels import FeatureSumKernel, QuadratureKernel, RandomFourierKernel
@@ -107,13 +108,17 @@ def test_small_problems_take_full_lbfgs_to_a_stationary_point():
 def test_a_time_budget_stops_tuning_early():
     mll = _model()
     stages = []
-    gprf.fit_mll(mll, time_budget=1e-6, tune_features=64, tune_rows=500, callback=lambda stage, _: stages.append(stage))
-    # The first step already spends the tuning share of the budget; the exact refit still runs.
+    with pytest.warns(BudgetWarning, match="keep the first 64 features"):
+        gprf.fit_mll(
+            mll, time_budget=1e-6, tune_features=64, tune_rows=500, callback=lambda stage, _: stages.append(stage)
+        )
+    # The first step already spends the tuning share of the budget; the exact refit still runs, at the tuning size.
     assert stages == ["tune 1", "tune", "scale"]
+    assert mll.model.covar_module.base_kernel.num_features == 64
 
 
 class _EvaluationClock:
-    """A fit clock whose seconds left are ``budget`` minus the marginal-likelihood evaluations made so far."""
+    """A fit clock whose seconds are marginal-likelihood evaluations: ``budget`` minus those made so far are left."""
 
     def __init__(self, model, budget: int):
         self.evaluations, self.budget = 0, budget
@@ -124,6 +129,9 @@ class _EvaluationClock:
             return forward(*args)
 
         model.forward = counted
+
+    def now(self) -> float:
+        return float(self.evaluations)
 
     def left(self) -> float:
         return float(self.budget - self.evaluations)
@@ -299,6 +307,7 @@ def test_bad_arguments_are_named():
 def test_the_option_names_are_the_keyword_arguments():
     assert FIT_MLL_OPTIONS == (
         "time_budget",
+        "grow",
         "tune_features",
         "tune_rows",
         "tune_steps",

@@ -473,3 +473,26 @@ def test_botorch_random_feature_model_with_two_outputs():
     torch.testing.assert_close(result.mll_after, after, rtol=VALUE_RTOL, atol=0)
     for name, gradient in _gpytorch_gradients(mll).items():
         assert gradient.abs().max() < NOISE_FLOOR_GRADIENT, (name, gradient)
+
+
+def test_a_model_without_rows_fits_the_rows_its_reduction_adds():
+    """Rows sharded over processes: the model of a shard without rows, given the sums of all of them, fits what the
+    model holding them fits."""
+    x, y = regression_data(n=120)
+    full = make_model(x, y, num_features=16)
+    empty = make_model(x[:0], y[:0], num_features=16)
+    captured = {}
+
+    def capture(sums, num_data):
+        captured["sums"] = [value.clone() for value in sums]
+        return sums, num_data
+
+    def full_rows(sums, num_data):
+        assert num_data == 0 and all(float(value.abs().max()) == 0 for value in sums)
+        return captured["sums"], 120
+
+    expected = fit_scale_hyperparameters(_mll(full), reduce_sums=capture)
+    result = fit_scale_hyperparameters(_mll(empty), reduce_sums=full_rows)
+    torch.testing.assert_close(result.mll_after, expected.mll_after, rtol=1e-12, atol=0)
+    for name in ("outputscale", "noise", "constant"):
+        torch.testing.assert_close(getattr(result, name), getattr(expected, name), rtol=1e-10, atol=0)

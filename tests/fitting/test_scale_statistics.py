@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from gprf.fitting import ScaleStatistics
+from gprf.fitting import FeatureSums, ScaleStatistics
 
 
 def _problem(num_data: int, num_features: int, batch_shape=(), seed: int = 0):
@@ -130,3 +130,42 @@ def test_bad_chunks_raise_clear_errors():
     bad[3] = math.nan
     with pytest.raises(ValueError, match="NaN or infinite"):
         ScaleStatistics.from_chunks([(features, bad)])
+
+
+def test_reduce_sees_the_sums_of_the_chunks_and_its_result_is_used():
+    """The hook of rows sharded over processes: here it adds the sums of the other half of the rows."""
+    features, residual = _problem(40, 6)
+    other = ScaleStatistics.from_chunks([(features[20:], residual[20:])])
+    seen = {}
+
+    def add_other_half(sums, num_data):
+        seen["num_data"] = num_data
+        phi, r = features[20:], residual[20:]
+        rhs = torch.stack([r, torch.ones_like(r)], -1)
+        others = [phi.mT @ phi, phi.mT @ rhs, r.square().sum(), r.sum()]
+        return [mine + theirs for mine, theirs in zip(sums, others, strict=True)], num_data + 20
+
+    reduced = ScaleStatistics.from_chunks(_chunks(features[:20], residual[:20], rows=7), reduce=add_other_half)
+    whole = ScaleStatistics.from_chunks([(features, residual)])
+    assert seen["num_data"] == 20 and reduced.num_data == 40 and other.num_data == 20
+    reduced_sums = FeatureSums.from_chunks([(features[:20], residual[:20])], reduce=add_other_half)
+    torch.testing.assert_close(reduced_sums.gram, features.mT @ features, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(reduced.eigenvalues, whole.eigenvalues, rtol=1e-12, atol=1e-13)
+    torch.testing.assert_close(reduced.residual_square, whole.residual_square, rtol=1e-12, atol=0)
+    torch.testing.assert_close(
+        reduced.log_marginal_likelihood(_float64(1.3), _float64(0.2), 0.4),
+        whole.log_marginal_likelihood(_float64(1.3), _float64(0.2), 0.4),
+        rtol=1e-12,
+        atol=0,
+    )
+
+
+def test_feature_sums_are_shared_by_the_statistics():
+    features = torch.randn(20, 6, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    residual = torch.randn(20, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    sums = FeatureSums.from_chunks([(features, residual)])
+    torch.testing.assert_close(sums.gram, features.mT @ features)
+    torch.testing.assert_close(sums.projections[:, 0], features.mT @ residual)
+    torch.testing.assert_close(sums.projections[:, 1], features.sum(0))
+    direct = ScaleStatistics.from_chunks([(features, residual)])
+    torch.testing.assert_close(ScaleStatistics.from_sums(sums).eigenvalues, direct.eigenvalues)

@@ -291,3 +291,19 @@ def test_float32_models_are_float64_arithmetic_on_their_features_to_1e_minus_6(n
     scale = (inv_quad.abs() + logdet.abs() + constant_term) / 600
     unit = torch.finfo(torch.float32).eps / 2
     assert (value.double() - reference).abs() <= (1e-6 + 3 * unit) * scale
+
+
+def test_capacitance_sums_are_the_factors_sums_in_the_factor_dtype():
+    generator = torch.Generator().manual_seed(3)
+    features = torch.randn(40, 6, generator=generator)  # float32: products in float64 where their rounding matters
+    noise = torch.full((40,), 2.0**-13)  # small, and exact in float32 (so is its ratio to the outputscale)
+    rhs = torch.randn(40, 2, generator=generator)
+    gram, projection = capacitance.capacitance_sums(features, noise, rhs, torch.tensor(2.0))
+    assert gram.dtype == projection.dtype == torch.float64
+    exact = features.double()
+    torch.testing.assert_close(gram, 2.0 * exact.mT @ exact / 2.0**-13, rtol=1e-12, atol=0)
+    scaled_rhs = (rhs / torch.tensor(2.0).sqrt()).double()  # the amplitude enters as Y / sqrt(s), in Y's dtype
+    torch.testing.assert_close(projection, 2.0 * exact.mT @ scaled_rhs / 2.0**-13, rtol=1e-12, atol=0)
+    factor, _ = factor_capacitance(features, noise, rhs, torch.tensor(2.0))
+    eye = torch.eye(6, dtype=torch.float64)
+    torch.testing.assert_close(factor.cholesky @ factor.cholesky.mT, gram + eye, rtol=1e-12, atol=0)

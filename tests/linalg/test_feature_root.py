@@ -137,3 +137,25 @@ def test_factor_of_other_features_of_the_same_rows():
     s = root.outputscale
     capacitance = torch.eye(4, dtype=torch.complex128) + s * phi.mH @ (phi / root.noise.unsqueeze(-1))
     torch.testing.assert_close(factor.logdet(), torch.logdet(capacitance).real)
+
+
+@pytest.mark.parametrize("batch", [(), (3,)])
+def test_sums_are_what_factor_factors(batch):
+    """G = s R^T S^-1 R and sqrt(s) R^T S^-1 y, not factored (sums over rows held by several processes)."""
+    root = _root(batch)
+    y = torch.randn(*batch, 12, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    gram, projection = root.sums(y)
+    factor, expected_projection = root.factor(y)
+    cholesky = factor.cholesky
+    torch.testing.assert_close(gram + torch.eye(5, dtype=torch.float64), cholesky @ cholesky.mT)
+    torch.testing.assert_close(projection, expected_projection, rtol=0, atol=0)
+    # Differentiable in the root, its amplitude and its noise, as the marginal likelihood needs.
+    features = root.features.clone().requires_grad_(True)
+    FeatureRoot(features, root.outputscale, root.noise).sums(y)[0].sum().backward()
+    torch.testing.assert_close(
+        features.grad,
+        2
+        * root.outputscale.view(*batch, 1, 1)
+        * features.detach().sum(-1, keepdim=True).expand_as(features)
+        / root.noise.unsqueeze(-1),
+    )

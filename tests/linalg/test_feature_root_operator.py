@@ -1,27 +1,37 @@
-"""FeatureRootLinearOperator: K = s R R^T keeps its hand-off through the operations GPyTorch applies to it, and passes
-linear_operator's LinearOperatorTestCase (of full rank) and RectangularLinearOperatorTestCase (of low rank)."""
+"""FeatureRootLinearOperator: K = s R R^T keeps its hand-off through the operations GPyTorch applies to it, sums and
+exact products of feature roots stay feature roots, every dense combination with another covariance warns, and it
+passes linear_operator's LinearOperatorTestCase (of full rank) and RectangularLinearOperatorTestCase (of low rank)."""
 
 from __future__ import annotations
 
 import dataclasses
 import unittest
+import warnings
 
 import linear_operator
 import pytest
 import torch
-from linear_operator.operators import ConstantDiagLinearOperator, DiagLinearOperator, LowRankRootLinearOperator
+from linear_operator import to_dense
+from linear_operator.operators import (
+    ConstantDiagLinearOperator,
+    DenseLinearOperator,
+    DiagLinearOperator,
+    LowRankRootLinearOperator,
+    MulLinearOperator,
+)
 from linear_operator.test.linear_operator_test_case import LinearOperatorTestCase, RectangularLinearOperatorTestCase
 
 from gprf.exceptions import LowRankStructureWarning
+from gprf.features.nested import next_draw_version
 from gprf.linalg import FeatureRootAddedDiagLinearOperator, FeatureRootLinearOperator, feature_root
 
 
-def _operator(batch=(2,), n=6, f=4, with_inputs=True):
+def _operator(batch=(2,), n=6, f=4, with_inputs=True, versions=(4,)):
     generator = torch.Generator().manual_seed(0)
     features = torch.randn(*batch, n, f, generator=generator, dtype=torch.float64)
-    outputscale = 0.5 + torch.rand(*batch, generator=generator, dtype=torch.float64)
+    outputscale = 0.5 + torch.rand(batch, generator=generator, dtype=torch.float64)
     inputs = torch.randn(*batch, n, 3, generator=generator, dtype=torch.float64) if with_inputs else None
-    return FeatureRootLinearOperator(features, outputscale=outputscale, inputs=inputs, versions=(4,))
+    return FeatureRootLinearOperator(features, outputscale=outputscale, inputs=inputs, versions=versions)
 
 
 def _dense(operator):
@@ -106,15 +116,16 @@ def test_the_hand_off_round_trips_and_noise_is_refused():
     ids=["scalar", "per-batch"],
 )
 def test_adding_noise_gives_the_structured_operator(noise):
-    operator = _operator()
+    operator = _operator(versions=(next_draw_version(),))  # a draw of its own: the dense warning comes once per draw
     added = operator.add_diagonal(noise)
     assert isinstance(added, FeatureRootAddedDiagLinearOperator)
     assert isinstance(added._diag_tensor, ConstantDiagLinearOperator)  # one variance: no N-vector
     assert added.feature_root.noise.shape == (2, 1)
     per_row = operator + DiagLinearOperator(torch.full((2, 6), 0.3, dtype=torch.float64))
     assert isinstance(per_row, FeatureRootAddedDiagLinearOperator) and per_row.feature_root.noise.shape == (2, 6)
-    with pytest.warns(LowRankStructureWarning, match="dense 6 x 6"):  # N > F: densifying is worth a warning
+    with pytest.warns(LowRankStructureWarning, match="dense 6 x 6") as caught:  # N > F: worth a warning
         torch.testing.assert_close(added.to_dense(), per_row.to_dense())
+    assert len([w for w in caught if issubclass(w.category, LowRankStructureWarning)]) == 1  # once per draw
     jittered = added.add_diagonal(torch.tensor(0.1, dtype=torch.float64))
     assert isinstance(jittered, FeatureRootAddedDiagLinearOperator)
     torch.testing.assert_close(jittered.feature_root.noise.expand(2, 6), torch.full((2, 6), 0.4, dtype=torch.float64))
@@ -178,3 +189,63 @@ class TestLowRankFeatureRootOperatorCase(RectangularLinearOperatorTestCase, unit
 
     def evaluate_linear_op(self, linear_op):
         return _evaluate(linear_op)
+
+
+def test_gpytorch_sums_and_exact_products_keep_a_feature_root():
+    first = _operator()
+    generator = torch.Generator().manual_seed(5)
+    second = FeatureRootLinearOperator(torch.randn(2, 6, 3, generator=generator, dtype=torch.float64), versions=(7,))
+    exact = FeatureRootLinearOperator(torch.randn(6, 2, generator=generator, dtype=torch.float64))  # no random draws
+    total = first + second
+    assert isinstance(total, FeatureRootLinearOperator) and total.feature_root.versions == (4, 7)
+    torch.testing.assert_close(total._dense(), _dense(first) + second._dense(), rtol=1e-12, atol=1e-12)
+    product = first * exact  # an exact root enters by the exact Kronecker product
+    assert isinstance(product, FeatureRootLinearOperator) and product.feature_root.num_columns == 8
+    torch.testing.assert_close(product._dense(), _dense(first) * exact._dense(), rtol=1e-12, atol=1e-12)
+
+
+def test_scaling_keeps_the_origin_and_other_rebuilds_drop_it():
+    origin = object()
+    operator = FeatureRootLinearOperator(torch.ones(5, 2, dtype=torch.float64), origin=origin)
+    assert operator.mul(torch.tensor(2.0, dtype=torch.float64)).origin is origin
+    assert operator.clone().origin is origin  # linear_operator's rebuilds keep the constructor arguments
+    assert operator[1:3, 1:3].origin is None
+
+
+def _dense_spellings():
+    """A feature root combined with a dense covariance in every order GPyTorch's algebra produces."""
+    feature = _operator(batch=())
+    dense = DenseLinearOperator(torch.eye(6, dtype=torch.float64) + 0.5)
+    random = FeatureRootLinearOperator(torch.ones(6, 3, dtype=torch.float64), versions=(9,))
+    return {
+        "feature + dense": (lambda: feature + dense, "Adding a DenseLinearOperator"),
+        "dense + feature": (lambda: (dense + feature).to_dense(), "GPyTorch adding a random-feature covariance"),
+        "feature * dense": (lambda: feature * dense, "elementwise by a DenseLinearOperator"),
+        "dense * feature": (lambda: dense * feature, "Forming the dense 6 x 6 matrix"),
+        "task first": (lambda: MulLinearOperator(dense, feature), "GPyTorch multiplying a covariance without"),
+        "unknown random roots": (lambda: feature * random, "whose kernel is unknown"),
+    }
+
+
+DENSE_SPELLINGS = (
+    "feature + dense",
+    "dense + feature",
+    "feature * dense",
+    "dense * feature",
+    "task first",
+    "unknown random roots",
+)
+
+
+@pytest.mark.parametrize("spelling", DENSE_SPELLINGS)
+def test_every_dense_combination_warns_and_is_exact(spelling):
+    combine, message = _dense_spellings()[spelling]
+    with pytest.warns(LowRankStructureWarning, match=message):
+        result = combine()
+    assert not isinstance(result, FeatureRootLinearOperator)
+    feature, other = _operator(batch=()), torch.eye(6, dtype=torch.float64) + 0.5
+    if spelling != "unknown random roots":
+        expected = _dense(feature) * other if "*" in spelling or spelling == "task first" else _dense(feature) + other
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LowRankStructureWarning)
+            torch.testing.assert_close(to_dense(result), expected, rtol=1e-12, atol=1e-12)

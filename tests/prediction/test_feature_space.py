@@ -11,6 +11,7 @@ import torch
 from gpytorch.kernels import ScaleKernel
 from linear_operator.operators import DenseLinearOperator, ZeroLinearOperator
 
+import gprf
 from gprf.exceptions import DispatchFallbackWarning, NonFiniteTrainingDataError
 from gprf.kernels import RandomFourierKernel
 from gprf.linalg import CapacitanceFactor, FeatureRootAddedDiagLinearOperator
@@ -86,11 +87,12 @@ def test_skip_posterior_variances(data64):
     torch.testing.assert_close(skipped.mean, full.mean)
 
 
-def test_detach_test_caches_controls_hyperparameter_gradients(data64):
+@pytest.mark.parametrize("route", ["features", "points"])
+def test_detach_test_caches_controls_hyperparameter_gradients(route, data64):
     x, y = data64
     model = make_model(x, y).eval()
     test_x = x[:6] + 0.03
-    with gpytorch.settings.detach_test_caches(False):
+    with gpytorch.settings.detach_test_caches(False), gprf.settings.covariance_route(route):
         model(test_x).mean.sum().backward()
     grad = model.covar_module.raw_outputscale.grad.clone()
     model.zero_grad()
@@ -100,8 +102,10 @@ def test_detach_test_caches_controls_hyperparameter_gradients(data64):
 
     model.zero_grad()
     model.prediction_strategy = None
-    model(test_x)  # builds detached caches (the default)
-    assert model.prediction_strategy.weight_space_posterior.mean.grad_fn is None
+    with gprf.settings.covariance_route(route):
+        model(test_x)  # builds detached caches (the default)
+    cache = f"{'weight' if route == 'features' else 'points'}_space_posterior"
+    assert getattr(model.prediction_strategy, cache).mean.grad_fn is None
 
 
 def test_gradients_reach_test_inputs(data64):
@@ -260,20 +264,23 @@ CHANGES = {
 }
 
 
+@pytest.mark.parametrize("route", ["features", "points"])
 @pytest.mark.parametrize("change", CHANGES)
-def test_predictions_follow_changes_made_in_eval_mode(change, data64):
+def test_predictions_follow_changes_made_in_eval_mode(change, route, data64):
     """A changed hyperparameter or feature draw rebuilds the training cache at the next prediction: the answer is
     the weight-space posterior of the model as it is now (GPyTorch's own exact GP would reuse the old cache)."""
     x, y = data64
     model = make_model(x, y).eval()
     test_x = x[:5] + 0.1
-    before = model(test_x).mean
-    posterior = model.prediction_strategy.weight_space_posterior
-    model(test_x)
-    assert model.prediction_strategy.weight_space_posterior is posterior  # unchanged model: the cache is kept
-    CHANGES[change](model)
-    mean, covariance = weight_space_prediction(model, x, y, test_x, model.likelihood.noise.expand(80))
-    prediction = model(test_x)
+    cache = f"{'weight' if route == 'features' else 'points'}_space_posterior"
+    with gprf.settings.covariance_route(route):
+        before = model(test_x).mean
+        posterior = getattr(model.prediction_strategy, cache)
+        model(test_x)
+        assert getattr(model.prediction_strategy, cache) is posterior  # unchanged model: the cache is kept
+        CHANGES[change](model)
+        mean, covariance = weight_space_prediction(model, x, y, test_x, model.likelihood.noise.expand(80))
+        prediction = model(test_x)
     torch.testing.assert_close(prediction.mean, mean, rtol=0, atol=1e-8)
     torch.testing.assert_close(prediction.covariance_matrix, covariance, rtol=0, atol=1e-8)
     assert (prediction.mean - before).abs().max() > 1e-3  # the change mattered
@@ -384,3 +391,154 @@ def test_fantasize_and_sample():
         x = torch.rand(m, 3, generator=torch.Generator().manual_seed(m), dtype=torch.float64) * 4
         samples = SobolQMCNormalSampler(sample_shape=torch.Size([8]), seed=1)(model.posterior(x))
         assert samples.shape == (8, m, 1) and torch.isfinite(samples).all()
+
+
+# ---------------------------------------------------------------------------------------- the points route
+ROUTES = ("points", "features")
+
+
+def _few_points_model(batch_shape=torch.Size(), heteroscedastic=False):
+    """20 points, 64 features (the points route is the cheaper one), non-default hyperparameters."""
+    generator = torch.Generator().manual_seed(5)
+    x = torch.rand(*batch_shape, 20, 3, generator=generator, dtype=torch.float64)
+    y = torch.sin(4 * x).sum(-1) + 0.1 * torch.randn(*batch_shape, 20, generator=generator, dtype=torch.float64)
+    likelihood = None
+    if heteroscedastic:
+        noise = 0.01 + 0.2 * torch.rand(*batch_shape, 20, generator=generator, dtype=torch.float64)
+        likelihood = gpytorch.likelihoods.FixedNoiseGaussianLikelihood(noise=noise)
+    return make_model(x, y, likelihood=likelihood, batch_shape=batch_shape), x, y
+
+
+def _spy(name):
+    """A mock that records the calls of ``name`` and runs it."""
+    import importlib
+
+    module_name, attribute = name.rsplit(".", 1)
+    return mock.patch(name, wraps=getattr(importlib.import_module(module_name), attribute))
+
+
+@pytest.mark.parametrize(("batch_shape", "heteroscedastic"), [((), False), ((2,), False), ((), True)])
+def test_both_routes_give_the_same_marginal_likelihood_and_gradients(batch_shape, heteroscedastic):
+    results = {}
+    for route in ROUTES:
+        model, x, y = _few_points_model(torch.Size(batch_shape), heteroscedastic)
+        model.train()
+        mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
+        spy = _spy("gprf.linalg.feature_root_added_diag_operator._dense_terms")
+        with gprf.settings.covariance_route(route), gpytorch.settings.fast_computations(log_prob=True), spy as dense:
+            loss = -mll(model(x), y).sum()
+            gradients = torch.autograd.grad(loss, [p for p in model.parameters() if p.requires_grad])
+        assert dense.called == (route == "points")
+        results[route] = (loss, gradients)
+    torch.testing.assert_close(results["points"][0], results["features"][0], rtol=0, atol=1e-8)
+    for points, features in zip(results["points"][1], results["features"][1], strict=True):
+        torch.testing.assert_close(points, features, rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    ("batch_shape", "heteroscedastic", "test_shape"),
+    [((), False, (6,)), ((), False, (5, 4)), ((2,), False, (5, 2, 4)), ((), True, (7,))],
+)
+def test_both_routes_give_the_same_posterior_and_gradients(batch_shape, heteroscedastic, test_shape):
+    results = {}
+    for route in ROUTES:
+        model, x, y = _few_points_model(torch.Size(batch_shape), heteroscedastic)
+        model.eval()
+        test_x = torch.rand(*test_shape, 3, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+        test_x.requires_grad_(True)
+        with gprf.settings.covariance_route(route), _spy("gprf.prediction.feature_space.factor_points") as points:
+            posterior = model(test_x)
+            mean, covariance = posterior.mean, posterior.covariance_matrix
+            (gradient,) = torch.autograd.grad(mean.sum() + covariance.square().sum(), test_x)
+        assert points.called == (route == "points")
+        assert covariance.shape == (
+            *test_shape[:-1],
+            *batch_shape[len(test_shape) - 1 :],
+            test_shape[-1],
+            test_shape[-1],
+        )
+        results[route] = (mean, covariance, gradient)
+    for points, features in zip(results["points"], results["features"], strict=True):
+        torch.testing.assert_close(points, features, rtol=0, atol=1e-8)
+    # and against the dense weight-space formulas, for the unbatched homoscedastic case
+    if not batch_shape and not heteroscedastic:
+        model, x, y = _few_points_model()
+        test_x = torch.rand(*test_shape, 3, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+        mean, covar = weight_space_prediction(model, x, y, test_x, model.likelihood.noise.expand(20))
+        torch.testing.assert_close(results["points"][0], mean, rtol=0, atol=1e-8)
+        torch.testing.assert_close(results["points"][1], covar, rtol=0, atol=1e-8)
+
+
+def test_auto_route_switches_with_the_number_of_test_points():
+    model, x, y = _few_points_model()
+    model.eval()
+    strategy_route = []
+    for num_test in (4, 100):  # 100 test points > 64 features: the low-rank root of the features route
+        test_x = torch.rand(num_test, 3, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+        with _spy("gprf.prediction.feature_space.factor_points") as points:
+            model(test_x)
+        strategy_route.append(model.prediction_strategy.prediction_route(num_test, 64))
+        assert points.called == (num_test == 4)
+    assert strategy_route == ["points", "features"]
+
+
+def test_forcing_the_points_route_beyond_its_memory_bound_names_the_setting():
+    model, x, y = _few_points_model()
+    model.eval()
+    with gprf.settings.covariance_route("points", max_points_bytes=20 * 20 * 8 - 1):
+        with pytest.raises(ValueError, match=r"covariance_route\('points'\) would form 1 matrices of 20 x 20"):
+            model(x[:3] + 0.01)
+        model.train()
+        with pytest.raises(ValueError, match="max_points_bytes"), gpytorch.settings.fast_computations(log_prob=True):
+            gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)(model(x), y)
+
+
+@pytest.mark.parametrize("route", ["auto", "points", "features"])
+def test_fantasies_condition_in_the_route_chosen_and_equal_refits(route):
+    model, x, y = _few_points_model()
+    model.eval()
+    test_x = torch.rand(5, 3, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    new_x = torch.rand(2, 3, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+    new_y = torch.randn(3, 2, generator=torch.Generator().manual_seed(10), dtype=torch.float64)
+    more_x = torch.rand(3, 1, 3, generator=torch.Generator().manual_seed(11), dtype=torch.float64)  # one per fantasy
+    more_y = torch.randn(3, 1, generator=torch.Generator().manual_seed(12), dtype=torch.float64)
+    with gprf.settings.covariance_route(route):
+        model(test_x)
+        fantasy = model.get_fantasy_model(new_x, new_y)  # shared inputs, 3 fantasies
+        posterior = fantasy(test_x)
+        chained = fantasy.get_fantasy_model(more_x, more_y)  # a fantasy of the fantasy, its own input per fantasy
+        chained_posterior = chained(test_x)
+    expected_route = "features" if route == "features" else "points"  # 20 + 2 points, 64 features: points
+    assert fantasy.prediction_strategy.prediction_route(5, 64) == expected_route
+    assert chained.prediction_strategy.prediction_route(5, 64) == expected_route
+    reference, _, _ = _few_points_model()
+    for j in range(3):
+        reference.set_train_data(torch.cat([x, new_x]), torch.cat([y, new_y[j]]), strict=False)
+        expected = reference.eval()(test_x)
+        torch.testing.assert_close(posterior.mean[j], expected.mean, rtol=0, atol=1e-8)
+        torch.testing.assert_close(posterior.covariance_matrix[j], expected.covariance_matrix, rtol=0, atol=1e-8)
+        reference.set_train_data(torch.cat([x, new_x, more_x[j]]), torch.cat([y, new_y[j], more_y[j]]), strict=False)
+        expected = reference.eval()(test_x)
+        torch.testing.assert_close(chained_posterior.mean[j], expected.mean, rtol=0, atol=1e-8)
+        torch.testing.assert_close(
+            chained_posterior.covariance_matrix[j], expected.covariance_matrix, rtol=0, atol=1e-8
+        )
+
+
+def test_float32_models_take_the_points_route_in_the_factor_dtype():
+    # Both routes factor in float64 from the same float32 features (agreeing to ~1e-12) and round the answer to float32
+    # once: at most one float32 ulp (2^-23 relative) apart, plus an absolute floor for entries near zero.
+    results = {}
+    for route in ROUTES:
+        model, x, y = _few_points_model()
+        model = model.float().eval()
+        test_x = torch.rand(6, 3, generator=torch.Generator().manual_seed(6)).float()
+        with gprf.settings.covariance_route(route), _spy("gprf.linalg.points_factor.checked_cholesky") as cholesky:
+            posterior = model(test_x)
+        assert cholesky.called == (route == "points")
+        if route == "points":
+            assert cholesky.call_args.args[0].dtype == torch.float64
+        results[route] = (posterior.mean, posterior.covariance_matrix)
+        assert posterior.mean.dtype == torch.float32
+    for points, features in zip(results["points"], results["features"], strict=True):
+        torch.testing.assert_close(points, features, rtol=2**-23, atol=1e-9)

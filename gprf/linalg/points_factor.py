@@ -1,0 +1,48 @@
+r"""The points route of a feature-root covariance: :math:`K = s\,RR^\top + \Sigma` formed and factored as an
+:math:`N\times N` matrix (:func:`gprf.linalg.choose_route` decides when that is cheaper than the capacitance)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from gprf.linalg.capacitance import checked_cholesky, nonfinite_rows, raise_for_nonfinite_rows, solve_triangular
+from gprf.linalg.feature_root import FeatureRoot
+from gprf.settings import factor_dtype
+
+
+@dataclass(frozen=True)
+class PointsFactor:
+    r"""The lower Cholesky factor :math:`L` of :math:`K = \tilde\Phi\tilde\Phi^\top + \Sigma` and the scaled features
+    :math:`\tilde\Phi = \sqrt s\,R` ``(*batch, N, F)``, both in the factor dtype."""
+
+    cholesky: Tensor
+    features: Tensor
+
+    def solve(self, rhs: Tensor) -> Tensor:
+        """:math:`K^{-1}\\,\\text{rhs}` for ``rhs`` ``(..., N, k)``."""
+        return solve_triangular(self.cholesky.mT, solve_triangular(self.cholesky, rhs, upper=False), upper=True)
+
+    def whiten(self, rhs: Tensor) -> Tensor:
+        """:math:`L^{-1}\\,\\text{rhs}` for ``rhs`` ``(..., N, k)``."""
+        return solve_triangular(self.cholesky, rhs, upper=False)
+
+
+def factor_points(root: FeatureRoot, rhs: Tensor | None = None) -> PointsFactor:
+    r"""Form :math:`K = s\,RR^\top + \Sigma` from a root with its noise and factor it, in the factor dtype:
+    :math:`O(N^2F + N^3)`.
+
+    Non-finite training rows (features, noise or the right-hand sides ``rhs`` ``(..., N, k)`` that will be solved
+    against, checked with the factor's one synchronisation) raise :class:`~gprf.exceptions.NonFiniteTrainingDataError`
+    with their count.
+    """
+    if root.noise is None:
+        raise ValueError("Factoring a feature root needs its noise variances (a covariance with a likelihood).")
+    dtype = factor_dtype.value()
+    features = root.scaled_features().to(dtype)
+    noise = root.noise.to(dtype).expand(*features.shape[:-1])
+    covariance = features @ features.mT + torch.diag_embed(noise)
+    cholesky = checked_cholesky(covariance, lambda: raise_for_nonfinite_rows(nonfinite_rows(features, noise, rhs)), rhs)
+    return PointsFactor(cholesky, features)
