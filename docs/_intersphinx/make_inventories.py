@@ -1,4 +1,4 @@
-r"""Write the offline intersphinx inventories of this folder: ``{python,torch,gpytorch,linear_operator,botorch}.inv``.
+r"""Write the offline intersphinx inventories of this folder: ``{python,numpy,torch,gpytorch,linear_operator,botorch}.inv``.
 
 The documentation build must not need the network, so ``docs/conf.py`` points ``intersphinx_mapping`` at these
 files instead of the projects' ``objects.inv``. Each file lists only the objects gprf's docstrings and pages
@@ -62,6 +62,17 @@ TABLE: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
             ("library/numbers.html", "cpython Doc/library/numbers.rst: .. class:: Number", "py:class numbers.Number"),
         ],
     ),
+    # numpy/numpy doc/source (numpy.org/doc/stable is the documentation of the latest release).
+    "numpy": (
+        "https://numpy.org/doc/stable/",
+        [
+            (
+                "reference/generated/{name}.html",
+                "reference/arrays.ndarray.rst: .. currentmodule:: numpy / .. autosummary:: :toctree: generated/",
+                "py:class numpy.ndarray",
+            ),
+        ],
+    ),
     # pytorch/pytorch docs/source; https://pytorch.org/docs/stable/ is also the torch URL of GPyTorch's and
     # linear_operator's docs/source/conf.py (the site now redirects it to docs.pytorch.org/docs/stable/).
     "torch": (
@@ -94,6 +105,7 @@ TABLE: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
                 "nn.rst: .. currentmodule:: torch.nn / .. autosummary:: :toctree: generated",
                 """
                 py:class torch.nn.Module torch.nn.modules.module.Module
+                py:class torch.nn.ModuleList torch.nn.modules.container.ModuleList
             """,
             ),
             (
@@ -140,6 +152,8 @@ TABLE: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
                 py:class gpytorch.kernels.LinearKernel gpytorch.kernels.linear_kernel.LinearKernel
                 py:class gpytorch.kernels.PolynomialKernel gpytorch.kernels.polynomial_kernel.PolynomialKernel
                 py:class gpytorch.kernels.RFFKernel gpytorch.kernels.rff_kernel.RFFKernel
+                py:class gpytorch.kernels.IndexKernel gpytorch.kernels.index_kernel.IndexKernel
+                py:class gpytorch.kernels.AdditiveStructureKernel gpytorch.kernels.additive_structure_kernel.AdditiveStructureKernel
             """,
             ),
             (
@@ -302,6 +316,7 @@ TABLE: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
                 py:module botorch.models
                 py:module botorch.models.gp_regression
                 py:class botorch.models.gp_regression.SingleTaskGP botorch.models.SingleTaskGP
+                py:class botorch.models.multitask.MultiTaskGP botorch.models.MultiTaskGP
                 py:class botorch.models.model.Model
                 py:class botorch.models.gpytorch.GPyTorchModel
                 py:class botorch.models.gpytorch.BatchedMultiOutputGPyTorchModel

@@ -73,7 +73,7 @@ def random_features(
         sampler: Random Fourier feature sampler (``"iid"``, ``"orthogonal"``, ``"structured"``, ``"qmc"``).
         sketch: Polynomial sketch (``"gaussian"``, ``"rademacher"``, ``"srht"``, ``"tensorsketch"``).
         seed: Seed of the draws; each random part draws with ``seed + i`` (its index in the expression), so parts
-            are independent. ``None``: from the global RNG.
+            are independent. ``None``: seeded from torch's global generator state, which it does not advance.
         num_dims: Input dimension for parts that do not tell it (no ``active_dims``, no ``ard_num_dims``).
 
     Example:

@@ -12,6 +12,7 @@ from torch import Tensor
 
 from gprf._checks import check_choice, check_features_input, check_generator, check_positive_int
 from gprf.features.nested import member_segments, new_streams, next_draw_version, observe_draw_version
+from gprf.features.unseeded import unseeded_generator
 
 
 class FeatureMapBase(torch.nn.Module, ABC):
@@ -27,7 +28,8 @@ class FeatureMapBase(torch.nn.Module, ABC):
 
     * every random draw is a registered buffer created eagerly in ``__init__`` (so ``.to()``,
       ``state_dict``/``load_state_dict`` into a fresh object, pickling and ``deepcopy`` work), drawn
-      from a ``torch.Generator`` seeded by ``seed`` (the global RNG seeds it when ``seed is None``);
+      from a ``torch.Generator`` seeded by ``seed`` (when ``seed is None``, from torch's global generator state,
+      read but never advanced: :mod:`gprf.features.unseeded`);
       :meth:`resample` redraws the buffers in place; every new draw (construction, :meth:`resample`,
       ``load_state_dict``, :meth:`resized`) takes a fresh :attr:`draw_version` from one process-wide counter,
       so different draws never share a version, whichever map object shows it;
@@ -75,8 +77,8 @@ class FeatureMapBase(torch.nn.Module, ABC):
             return generator
         if self.seed is not None:
             return torch.Generator().manual_seed(self.seed)
-        # Seed a private generator from the global RNG so `torch.manual_seed` controls unseeded maps.
-        return torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,)).item()))
+        # Follows `torch.manual_seed` without advancing the global generator (gprf.features.unseeded).
+        return unseeded_generator()
 
     @abstractmethod
     def _draw(self, generator: torch.Generator) -> dict[str, Tensor]:

@@ -77,7 +77,7 @@ class RandomFourierFeatures(FeatureMap):
             :class:`~gprf.features.StationarySpectrum` of another stationary kernel.
         sampler: ``"iid"``, ``"orthogonal"``, ``"structured"`` or ``"qmc"``.
         batch_shape: Independent feature draws for each batch member.
-        seed: Seed of the draws (``None``: seeded from the global RNG).
+        seed: Seed of the draws (``None``: seeded from torch's global generator state, which it does not advance).
     """
 
     def __init__(

@@ -127,7 +127,7 @@ class QuadratureFeatures(FeatureMap):
         kernel: ``"rbf"``, ``"arccos0"`` or ``"arccos1"``.
         rotation: ``"haar"`` or ``"butterfly"``.
         batch_shape: Independent draws for each batch member.
-        seed: Seed of the draws (``None``: seeded from the global RNG).
+        seed: Seed of the draws (``None``: seeded from torch's global generator state, which it does not advance).
     """
 
     nesting_refusal = (

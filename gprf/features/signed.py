@@ -67,7 +67,7 @@ class SignedRandomFeatures(SignedFeatureMap):
             :func:`~gprf.features.delta_gaussian_spectrum` or :func:`~gprf.features.spherical_polynomial_spectrum`.
         sampler: ``"iid"`` or ``"orthogonal"``.
         batch_shape: Independent draws per batch member.
-        seed: Seed of the draws (``None``: seeded from the global RNG).
+        seed: Seed of the draws (``None``: seeded from torch's global generator state, which it does not advance).
     """
 
     def __init__(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-import torch
+from gprf.features.unseeded import unseeded_seed
 
 #: Seeds are the range ``torch.Generator.manual_seed`` takes without wrapping around.
 _SEED_LIMIT = 2**63
@@ -51,10 +51,10 @@ def check_learning_rate(value: object) -> float:
 
 
 def resolve_seed(seed: object) -> int:
-    """``seed`` checked, or for ``None`` one drawn from torch's global generator (repeatable after
-    ``torch.manual_seed``)."""
+    """``seed`` checked, or for ``None`` one derived from torch's global generator state without advancing it
+    (repeatable after ``torch.manual_seed``: :func:`gprf.features.unseeded.unseeded_seed`)."""
     if seed is None:
-        return int(torch.randint(_SEED_LIMIT - 1, ()))  # the exclusive bound must fit in int64
+        return unseeded_seed()
     if not _is_int(seed):
         raise TypeError(f"seed must be an integer in [0, 2**63) or None (drawn), got {type(seed).__name__} {seed!r}.")
     if not 0 <= seed < _SEED_LIMIT:

@@ -114,8 +114,8 @@ def fit_mll(
             is kept); ``None``: 100 for small problems (no subsample and no nesting), 0 otherwise (a full-size
             evaluation costs about as much as the exact refit, so a budget that leaves room for a few of them
             gains little; measured in the regression benchmark's documentation).
-        seed: Seed of the row subsample, an integer in :math:`[0, 2^{63})`; ``None`` draws one from torch's
-            global generator (so ``torch.manual_seed`` makes the fit repeatable).
+        seed: Seed of the row subsample, an integer in :math:`[0, 2^{63})`; ``None`` derives one from torch's
+            global generator state without advancing it (so ``torch.manual_seed`` makes the fit repeatable).
         progress: Print each stage and its marginal likelihood to stderr.
         callback: ``callback(stage, seconds)`` after every tuning step and stage; the time it takes is not counted
             in ``time_budget`` (use it to evaluate checkpoints).

@@ -41,7 +41,8 @@ class ArcCosineQuadratureKernel(RandomFeatureKernel):
         feature_map: A built :class:`~gprf.features.QuadratureFeatures` of ``"arccos0"`` or ``"arccos1"`` instead of
             its arguments.
         kwargs: The arguments of :class:`~gprf.features.QuadratureFeatures` — ``rotation`` (``"haar"``, exactly
-            unbiased, or ``"butterfly"``, :math:`O(d\log d)`), ``seed`` (``None``: from the global RNG) — then
+            unbiased, or ``"butterfly"``, :math:`O(d\log d)`), ``seed`` (``None``: from torch's global generator
+            state, not advanced) — then
             GPyTorch :class:`~gpytorch.kernels.Kernel` arguments (``batch_shape``, ``active_dims``).
 
     Example:

@@ -11,6 +11,7 @@ from torch import Tensor
 
 from gprf._checks import check_choice
 from gprf.features import RandomFourierFeatures
+from gprf.features.unseeded import unseeded_generator
 from gprf.features.versions import feature_versions
 from gprf.kernels.exact_expression import exact_expression
 from gprf.kernels.feature_kernel import (
@@ -110,7 +111,7 @@ class FeatureProductKernel(FeatureKernelOfParts):
         kernels: Two or more gprf feature kernels (optionally in ``ScaleKernel``).
         num_features: Columns of the root for the sketched methods (``None``: the Kronecker product).
         method: ``"auto"``, ``"kronecker"``, ``"joint"`` or ``"permutation"``.
-        seed: Seed of the pairing draws (``None``: from the global RNG).
+        seed: Seed of the pairing draws (``None``: from torch's global generator state, not advanced).
         kwargs: GPyTorch :class:`~gpytorch.kernels.Kernel` arguments (``active_dims`` of the product, ...).
 
     Example:
@@ -210,7 +211,7 @@ class FeatureProductKernel(FeatureKernelOfParts):
             return generator
         if self.seed is not None:
             return torch.Generator().manual_seed(self.seed)
-        return torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,)).item()))
+        return unseeded_generator()
 
     @torch.no_grad()
     def _draw_pairing(self, generator: torch.Generator | None = None) -> None:

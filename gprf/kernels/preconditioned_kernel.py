@@ -14,6 +14,7 @@ from torch import Tensor
 from torch.func import functional_call
 
 from gprf._checks import check_finite_inputs, check_generator, check_positive_int
+from gprf.features.unseeded import unseeded_seed
 from gprf.kernels.feature_kernel import FeatureKernel, same_inputs
 from gprf.linalg import ExactKernelLinearOperator, FeatureRootLinearOperator
 from gprf.linalg.capacitance import solve_triangular
@@ -81,7 +82,10 @@ class _NystromCovariance:
 
 
 def _new_seed(generator: torch.Generator | None) -> int:
-    """A seed for the Nyström points, from ``generator`` (or the global generator)."""
+    """A seed for the Nyström points, from ``generator`` (without one: :func:`unseeded_seed`, which leaves torch's
+    global generator as it is)."""
+    if generator is None:
+        return unseeded_seed()
     return int(torch.randint(0, 2**62, (1,), generator=check_generator(generator)))
 
 

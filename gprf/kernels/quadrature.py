@@ -33,7 +33,8 @@ class QuadratureKernel(RandomFeatureKernel):
         feature_map: A built :class:`~gprf.features.QuadratureFeatures` of the ``"rbf"`` kernel instead of its
             arguments.
         kwargs: The arguments of :class:`~gprf.features.QuadratureFeatures` — ``rotation`` (``"haar"``, exactly
-            unbiased, or ``"butterfly"``, :math:`O(d\log d)`), ``seed`` (``None``: from the global RNG) — then
+            unbiased, or ``"butterfly"``, :math:`O(d\log d)`), ``seed`` (``None``: from torch's global generator
+            state, not advanced) — then
             GPyTorch :class:`~gpytorch.kernels.Kernel` arguments.
 
     Example:

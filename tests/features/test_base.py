@@ -217,16 +217,21 @@ def test_resample_keeps_dtype(sampler):
         assert value.dtype == torch.float32
 
 
-def test_unseeded_maps_follow_the_global_rng():
+def test_unseeded_maps_follow_the_global_rng_without_advancing_it():
     x = _inputs(4)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(123)
+        state = torch.get_rng_state()
         first = _build("iid", seed=None)
         second = _build("iid", seed=None)
+        assert torch.equal(torch.get_rng_state(), state)
+        torch.manual_seed(124)
+        other = _build("iid", seed=None)
         torch.manual_seed(123)
         again = _build("iid", seed=None)
     assert torch.equal(first(x), again(x))
     assert not torch.allclose(first(x), second(x))
+    assert not torch.allclose(first(x), other(x))
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
