@@ -9,10 +9,11 @@ over ``torch.distributed`` ranks, and :class:`StreamingPredictor` predicts chunk
 
 from gprf.streaming.accumulator import StreamingFit, iterate_chunks
 from gprf.streaming.distributed import all_reduce_statistics
-from gprf.streaming.predictor import StreamingPredictor
+from gprf.streaming.predictor import Prediction, StreamingPredictor
 from gprf.streaming.statistics import SufficientStatistics
 
 __all__ = [
+    "Prediction",
     "StreamingFit",
     "StreamingPredictor",
     "SufficientStatistics",

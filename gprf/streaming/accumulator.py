@@ -223,10 +223,10 @@ class StreamingFit:
         )
 
     def predictor(self, statistics: SufficientStatistics | None = None) -> StreamingPredictor:
-        """A :class:`~gprf.streaming.StreamingPredictor` for this model from :attr:`statistics`, or from the
-        given (e.g. all-reduced) ``statistics``."""
+        """A :class:`~gprf.streaming.StreamingPredictor` for this model (likelihood included, for
+        ``observation_noise=True``) from :attr:`statistics`, or from the given (e.g. all-reduced) ``statistics``."""
         statistics = self.statistics if statistics is None else statistics
-        return StreamingPredictor.from_statistics(statistics, self.covar_module, self.mean_module)
+        return StreamingPredictor.from_statistics(statistics, self.covar_module, self.mean_module, self.likelihood)
 
 
 def iterate_chunks(

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from gpytorch.likelihoods import FixedNoiseGaussianLikelihood
 
-from gprf.streaming import StreamingFit, StreamingPredictor, iterate_chunks
+from gprf.streaming import Prediction, StreamingFit, StreamingPredictor, iterate_chunks
 from gprf.testing import regression_data, train_by_mll
 from tests.helpers.regression import make_model, optimizer_step
 from tests.streaming.conftest import NUM_TRAIN, TOLERANCE, assert_streamed_matches_in_memory, in_memory_prediction
@@ -105,3 +106,69 @@ def test_bad_prediction_inputs():
         predictor.predict(x.tolist())
     with pytest.raises(ValueError, match="chunk_size must be a positive integer"):
         predictor.predict(x, chunk_size=0)
+
+
+def test_prediction_is_named_and_observation_noise_adds_the_fitted_noise():
+    x, y = regression_data(n=NUM_TRAIN)
+    model = make_model(x, y, num_features=32)
+    predictor = StreamingFit.from_model(model).fit(iterate_chunks(x, y, chunk_size=64)).predictor()
+    test_x = torch.rand(30, 3, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    latent = predictor.predict(test_x)
+    observed = predictor.predict(test_x, chunk_size=7, observation_noise=True)
+    assert isinstance(observed, Prediction) and observed.mean is observed[0] and observed.variance is observed[1]
+    torch.testing.assert_close(observed.mean, latent.mean, rtol=0, atol=1e-12)
+    fitted_noise = model.likelihood.noise.detach()
+    torch.testing.assert_close(observed.variance - latent.variance, fitted_noise.expand(30), rtol=0, atol=1e-12)
+    model.eval()
+    with torch.no_grad():  # GPyTorch's predictive distribution of new observations
+        expected = model.likelihood(model(test_x)).variance
+    torch.testing.assert_close(observed.variance, expected, rtol=0, atol=1e-8)
+    parts = list(predictor.predict_chunks(test_x.split(7), observation_noise=True))
+    torch.testing.assert_close(torch.cat([part.variance for part in parts]), observed.variance, rtol=0, atol=1e-12)
+
+
+def test_observation_noise_without_a_likelihood_or_with_fixed_noise_takes_noise():
+    x, y = regression_data(n=NUM_TRAIN)
+    model = make_model(x, y, num_features=32)
+    fit = StreamingFit.from_model(model).update(x, y)
+    bare = StreamingPredictor.from_statistics(fit.statistics, model.covar_module, model.mean_module)
+    test_x, test_noise = x[:20], torch.linspace(0.01, 0.2, 20, dtype=torch.float64)
+    with pytest.raises(ValueError, match="no likelihood needs the test points' noise variances: pass noise="):
+        bare.predict(test_x, observation_noise=True)
+    latent = bare.predict(test_x)
+    observed = bare.predict(test_x, observation_noise=True, noise=test_noise)
+    torch.testing.assert_close(observed.variance - latent.variance, test_noise, rtol=0, atol=1e-12)
+    pairs = zip(test_x.split(6), test_noise.split(6), strict=True)
+    parts = list(bare.predict_chunks(pairs, observation_noise=True))
+    torch.testing.assert_close(torch.cat([part.variance for part in parts]), observed.variance, rtol=0, atol=1e-12)
+    # The held likelihood's noise plus the given per-point noise.
+    both = fit.predictor().predict(test_x, observation_noise=True, noise=test_noise)
+    expected = latent.variance + model.likelihood.noise.detach() + test_noise
+    torch.testing.assert_close(both.variance, expected, rtol=0, atol=1e-12)
+
+    fixed_noise = torch.full((NUM_TRAIN,), 0.05, dtype=torch.float64)
+    fixed = make_model(x, y, FixedNoiseGaussianLikelihood(fixed_noise), num_features=32)
+    fixed_predictor = StreamingFit.from_model(fixed).update(x, y, noise=fixed_noise).predictor()
+    with pytest.raises(ValueError, match="a FixedNoiseGaussianLikelihood needs the test points' noise variances"):
+        fixed_predictor.predict(test_x, observation_noise=True)
+    fixed_latent = fixed_predictor.predict(test_x)
+    fixed_observed = fixed_predictor.predict(test_x, observation_noise=True, noise=test_noise)
+    torch.testing.assert_close(fixed_observed.variance - fixed_latent.variance, test_noise, rtol=0, atol=1e-12)
+
+
+def test_bad_observation_noise_arguments():
+    x, y = regression_data(n=40)
+    model = make_model(x, y, num_features=16)
+    fit = StreamingFit.from_model(model).update(x, y)
+    predictor = fit.predictor()
+    with pytest.raises(ValueError, match="only added with observation_noise=True"):
+        predictor.predict(x, noise=torch.ones(40, dtype=torch.float64))
+    with pytest.raises(TypeError, match="observation_noise must be True or False"):
+        predictor.predict(x, observation_noise="yes")
+    with pytest.raises(ValueError, match=r"noise of shape \(3,\) does not broadcast .* \(40,\)"):
+        predictor.predict(x, observation_noise=True, noise=torch.ones(3, dtype=torch.float64))
+    with pytest.raises(TypeError, match="noise must be a torch.Tensor"):
+        predictor.predict(x, observation_noise=True, noise=[0.1] * 40)
+    model.likelihood.noise = 0.3
+    with pytest.raises(ValueError, match="likelihood noise differ"):
+        StreamingPredictor.from_statistics(fit.statistics, model.covar_module, model.mean_module, model.likelihood)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gprf.linalg import covariance_root
-from gprf.streaming import StreamingFit, SufficientStatistics, iterate_chunks
+from gprf.streaming import StreamingFit, StreamingPredictor, SufficientStatistics, iterate_chunks
 from gprf.testing import regression_data
 from tests.helpers.regression import make_model
 from tests.streaming.conftest import NUM_TRAIN
@@ -92,3 +92,24 @@ def test_merging_compares_each_part_of_the_fingerprint_relative_to_its_scale():
     model.mean_module.constant.data.fill_(0.3)
     merged = statistics + StreamingFit.from_model(model).update(x, y).statistics  # the same model again
     torch.testing.assert_close(merged.num_data, torch.tensor(80.0, dtype=torch.float64))
+
+
+def test_statistics_cast_to_float32_predict_to_float32_accuracy():
+    x, y = regression_data(n=NUM_TRAIN)
+    model = make_model(x, y, num_features=16)
+    statistics = StreamingFit.from_model(model).update(x, y).statistics
+    single = statistics.to(dtype=torch.float32)
+    for name in ("gram", "rhs", "quadratic", "log_noise", "num_data", "fingerprint"):
+        assert getattr(single, name).dtype == torch.float32, name
+        torch.testing.assert_close(getattr(single, name), getattr(statistics, name).float(), rtol=0, atol=0)
+    assert single.input_dim == statistics.input_dim
+    test_x = torch.rand(25, 3, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    exact = StreamingPredictor.from_statistics(statistics, model.covar_module, model.mean_module).predict(test_x)
+    cast = StreamingPredictor.from_statistics(single, model.covar_module, model.mean_module).predict(test_x)
+    # A float32 Cholesky of C = I + G loses about cond(C) * eps32 relative accuracy in C^{-1}.
+    condition = torch.linalg.cond(torch.eye(16, dtype=torch.float64) + statistics.gram).item()
+    tolerance = condition * torch.finfo(torch.float32).eps
+    torch.testing.assert_close(cast.mean, exact.mean, rtol=tolerance, atol=tolerance)
+    torch.testing.assert_close(cast.variance, exact.variance, rtol=tolerance, atol=0)
+    with pytest.raises(TypeError, match="dtype must be a floating-point torch.dtype"):
+        statistics.to(dtype=torch.int64)
