@@ -27,7 +27,7 @@ def _add_moved_bench_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bench", help="moved: run 'python -m benchmarks' from the repository", add_help=False, prefix_chars="\0"
     )
-    parser.add_argument("former_arguments", nargs="*")
+    parser.add_argument("former_arguments", nargs="*", help="ignored: any arguments of the former bench command")
     parser.set_defaults(run=_bench_moved, error=parser.error, prog=parser.prog)
 
 

@@ -14,12 +14,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.bench import SUB_BENCHMARKS, main, sub_benchmarks
+from benchmarks.bench import SUB_BENCHMARKS, build_parser, main, sub_benchmarks
 from benchmarks.bench_featurize import RATIOS
 from tests.benchmarks.conftest import TINY_BENCH, TINY_SUB_BENCH, run_json
+from tests.helpers.command_line import options_without_help
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_option_has_help():
+    assert list(options_without_help(build_parser())) == []
 
 
 def test_python_dash_m_benchmarks_runs_from_the_repository_root():

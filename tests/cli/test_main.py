@@ -4,6 +4,7 @@ to the benchmarks' new home."""
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 
@@ -13,7 +14,14 @@ from gprf import __version__
 from gprf.cli import build_parser, main
 from gprf.cli.kernel_spec import MAX_NESTING
 from gprf.cli.main import BENCH_MOVED, console_script
-from tests.helpers.command_line import TINY_COMPARE, cli_error
+from tests.helpers.command_line import TINY_COMPARE, cli_error, options_without_help
+
+
+def test_every_option_of_every_command_has_help():
+    parser = build_parser()
+    commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    assert set(commands.choices) == {"compare", "bench"}  # the walk below reaches every subcommand
+    assert list(options_without_help(parser)) == []
 
 
 def test_python_dash_m_gprf_help():

@@ -3,7 +3,8 @@ printed tables and of argparse errors, and a CSV writer."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import argparse
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -11,6 +12,19 @@ import pytest
 from gprf.cli import main
 
 TINY_COMPARE = ["compare", "--subsample", "80", "--max-train", "120", "--fit-iters", "5", "--features", "16", "--quiet"]
+
+
+def options_without_help(parser: argparse.ArgumentParser) -> Iterator[str]:
+    """``"<prog> <option>"`` for every argument of ``parser`` and of its subcommands (recursively) with no help text.
+
+    argparse offers no public listing of a parser's arguments; its ``_actions`` are what ``format_help`` reads.
+    """
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for subparser in action.choices.values():
+                yield from options_without_help(subparser)
+        elif not (action.help and action.help.strip()):
+            yield f"{parser.prog} {'/'.join(action.option_strings) or action.dest}"
 
 
 def table_rows(text: str) -> dict[str, list[str]]:
