@@ -127,7 +127,10 @@ def compare(args) -> dict:
         if args.problems and name not in args.problems:
             continue
         for method in args.methods:
-            runs = [run(problem, method, seed, args.features) for seed in range(args.seeds)]
+            runs = []
+            for seed in range(args.seeds):
+                print(f"  {name} {method}: seed {seed + 1}/{args.seeds} ...", file=sys.stderr, flush=True)
+                runs.append(run(problem, method, seed, args.features))
             best = torch.tensor([r[0] for r in runs]).mean(0)
             seconds = torch.tensor([r[1] for r in runs]).mean(0)
             results[name, method] = (best, seconds)

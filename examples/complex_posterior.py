@@ -347,7 +347,14 @@ def plot(args, infos: list[dict], rows: list[dict], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output", type=Path, default=Path("complex_posterior_output"), help="output directory")
+    parser.add_argument(
+        "--out",
+        "--output",
+        dest="output",
+        type=Path,
+        default=Path("complex_posterior_output"),
+        help="output directory (default: ./complex_posterior_output)",
+    )
     parser.add_argument("--quick", action="store_true", help="fewer points, F values, draws and timings (smoke test)")
     parser.add_argument("--datasets", nargs="+", choices=tuple(DATASETS), default=["digits"])
     parser.add_argument(

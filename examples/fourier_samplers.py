@@ -146,7 +146,14 @@ def plot(rows: list[dict], path: Path, seeds: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output", type=Path, default=Path("fourier_samplers_output"), help="output directory")
+    parser.add_argument(
+        "--out",
+        "--output",
+        dest="output",
+        type=Path,
+        default=Path("fourier_samplers_output"),
+        help="output directory (default: ./fourier_samplers_output)",
+    )
     parser.add_argument("--quick", action="store_true", help="fewer points and draws (smoke test)")
     parser.add_argument("--points", type=int, default=None, help="digits rows used (default 1000; --quick: 300)")
     parser.add_argument(

@@ -401,7 +401,14 @@ def plot(summaries: list[dict], methods, path: Path, seeds: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output", type=Path, default=Path("maclaurin_regression_output"), help="output directory")
+    parser.add_argument(
+        "--out",
+        "--output",
+        dest="output",
+        type=Path,
+        default=Path("maclaurin_regression_output"),
+        help="output directory (default: ./maclaurin_regression_output)",
+    )
     parser.add_argument("--quick", action="store_true", help="fewer rows, draws and fit steps (smoke test)")
     parser.add_argument("--seeds", type=int, default=None, help="feature draws per setting (default 10; --quick: 2)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the split and base seed of the draws")

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -136,6 +137,7 @@ def run(num_points: int, num_features: int, degrees: list[int], draws: int, seed
             for variant in VARIANTS
         ]
         for degree in degrees:
+            print(f"  {preprocessing} inputs: degree {degree}/{degrees[-1]} ...", file=sys.stderr, flush=True)
             exact = gram.pow(degree)
             for variant_index, (variant, row) in enumerate(zip(VARIANTS, group, strict=True)):
                 draw_seed = seed + 100_000 * variant_index + 1000 * degree
@@ -269,7 +271,14 @@ def plot(rows: list[dict], path: Path, num_features: int, draws: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output", type=Path, default=Path("polynomial_sketches_output"), help="output directory")
+    parser.add_argument(
+        "--out",
+        "--output",
+        dest="output",
+        type=Path,
+        default=Path("polynomial_sketches_output"),
+        help="output directory (default: ./polynomial_sketches_output)",
+    )
     parser.add_argument("--quick", action="store_true", help="fewer points, features, degrees and draws (smoke test)")
     parser.add_argument("--points", type=int, default=None, help="digits rows used (default 1000; --quick: 150)")
     parser.add_argument("--features", type=int, default=None, help="F (default 1024; --quick: 128)")

@@ -14,8 +14,9 @@ test RMSE of the exact indefinite kernel against GRFF and GORF with s = 8d (ridg
 delta-Gaussian, 10 for the spherical kernel: a smaller ridge lets K_hat + sigma^2 I come close to singular), through
 ``gprf.prediction.krein_ridge_mean``.
 
-Run ``python examples/signed_features.py [--plot]`` (about a minute on one CPU thread); ``--plot`` writes
-docs/_static/signed_features.png.
+Run ``python examples/signed_features.py [--plot PATH]`` (about a minute on one CPU thread); ``--plot`` writes the
+figure to PATH (the docs' figure: ``--plot docs/_static/signed_features.png``); ``--quick`` is a smoke run (200 digits,
+2 draws).
 
 Reference: Q. Luo, K. Fang, J. Yang, X. Huang. *Towards Unbiased Random Features with Lower Variance for Stationary
 Indefinite Kernels.* International Joint Conference on Neural Networks (IJCNN), 2021.
@@ -35,6 +36,7 @@ from gprf.metrics import relative_frobenius_error
 from gprf.prediction import krein_ridge_mean
 
 DRAWS = 10
+QUICK_DRAWS, QUICK_DIGITS = 2, 200
 MULTIPLIERS = (0.5, 1, 2, 8)
 
 
@@ -42,34 +44,36 @@ def unit_rows(x: torch.Tensor) -> torch.Tensor:
     return x / x.norm(dim=-1, keepdim=True)
 
 
-def table_two(x: torch.Tensor, spectrum) -> dict[str, list[tuple[float, float]]]:
+def table_two(x: torch.Tensor, spectrum, draws: int) -> dict[str, list[tuple[float, float]]]:
     exact = spectrum.profile(torch.cdist(x, x))
     rows = {}
     for sampler in ("iid", "orthogonal"):
         rows[sampler] = []
         for multiplier in MULTIPLIERS:
             s = int(multiplier * x.size(-1))
-            feature_map = SignedRandomFeatures(x.size(-1), s, spectrum, sampler=sampler, batch_shape=(DRAWS,), seed=s)
+            feature_map = SignedRandomFeatures(x.size(-1), s, spectrum, sampler=sampler, batch_shape=(draws,), seed=s)
             a, b = feature_map(x)
             errors = relative_frobenius_error(a @ a.mT - b @ b.mT, exact)
             rows[sampler].append((float(errors.mean()), float(errors.std())))
     return rows
 
 
-def print_table(name: str, rows: dict[str, list[tuple[float, float]]]) -> None:
-    print(f"\n{name}: relative Frobenius error, mean +- std over {DRAWS} draws")
+def print_table(name: str, rows: dict[str, list[tuple[float, float]]], draws: int) -> None:
+    print(f"\n{name}: relative Frobenius error, mean +- std over {draws} draws")
     print(f"{'method':8s}" + "".join(f"{f's={m:g}d':>18s}" for m in MULTIPLIERS))
     for sampler, label in (("iid", "GRFF"), ("orthogonal", "GORF")):
         print(f"{label:8s}" + "".join(f"{m:>11.4f} +- {s:.4f}" for m, s in rows[sampler]))
 
 
-def ridge_rmse(name: str, spectrum, x_train, y_train, x_test, y_test, lengthscale: float, noise: float) -> None:
+def ridge_rmse(
+    name: str, spectrum, x_train, y_train, x_test, y_test, lengthscale: float, noise: float, draws: int
+) -> None:
     d = x_train.size(-1)
     offset = y_train.mean()
     results = {}
     for sampler in ("iid", "orthogonal"):
         rmses = []
-        for seed in range(DRAWS):
+        for seed in range(draws):
             kernel = SignedRandomFeatureKernel(8 * d, spectrum, num_dims=d, sampler=sampler, seed=seed).double()
             if not spectrum.on_sphere:
                 kernel.lengthscale = lengthscale
@@ -89,12 +93,18 @@ def ridge_rmse(name: str, spectrum, x_train, y_train, x_test, y_test, lengthscal
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plot", action="store_true", help="write docs/_static/signed_features.png")
+    parser.add_argument("--plot", metavar="PATH", help="write the figure to this PNG path (default: no figure)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"{QUICK_DIGITS} digits and {QUICK_DRAWS} draws (default: 1000 and {DRAWS})",
+    )
     args = parser.parse_args()
+    draws, digits = (QUICK_DRAWS, QUICK_DIGITS) if args.quick else (DRAWS, 1000)
     torch.set_num_threads(1)
     torch.set_default_dtype(torch.float64)
 
-    x = unit_rows(torch.as_tensor(load_digits().data[:1000]))
+    x = unit_rows(torch.as_tensor(load_digits().data[:digits]))
     delta = delta_gaussian_spectrum([1.0, -1.0], [1.0, 10.0])
     sphere = spherical_polynomial_spectrum(2.0, 40, 64, truncation=80.0)
     print(
@@ -104,22 +114,32 @@ def main() -> None:
     for radius in (10.0, 20.0, 30.0):
         paper = spherical_polynomial_spectrum(3.0, 1, 64, truncation=radius)
         print(f"paper's a=3, p=1, d=64 truncated at W={radius:g}: masses {paper.masses[0]:.3g} / {paper.masses[1]:.3g}")
-    tables = {"delta-Gaussian": table_two(x, delta), "polynomial on the sphere": table_two(x, sphere)}
+    tables = {"delta-Gaussian": table_two(x, delta, draws), "polynomial on the sphere": table_two(x, sphere, draws)}
     for name, rows in tables.items():
-        print_table(name, rows)
+        print_table(name, rows, draws)
 
-    print("\nKernel ridge regression on diabetes (test RMSE, s = 8d, mean +- std over 10 draws)")
+    print(f"\nKernel ridge regression on diabetes (test RMSE, s = 8d, mean +- std over {draws} draws)")
     data = load_diabetes()
     inputs, targets = torch.as_tensor(data.data), torch.as_tensor(data.target)
     order = torch.randperm(inputs.size(0), generator=torch.Generator().manual_seed(0))
     inputs, targets = inputs[order], targets[order]
     standardised = (inputs - inputs[:300].mean(0)) / inputs[:300].std(0)
     ridge_rmse(
-        "delta-Gaussian (l = 3)", delta, standardised[:300], targets[:300], standardised[300:], targets[300:], 3.0, 1.0
+        "delta-Gaussian (l = 3)",
+        delta,
+        standardised[:300],
+        targets[:300],
+        standardised[300:],
+        targets[300:],
+        3.0,
+        1.0,
+        draws,
     )
     sphere10 = spherical_polynomial_spectrum(2.0, 5, 10, truncation=80.0)
     unit = unit_rows(standardised)
-    ridge_rmse("sphere a=2, p=5 (W = 80)", sphere10, unit[:300], targets[:300], unit[300:], targets[300:], 1.0, 10.0)
+    ridge_rmse(
+        "sphere a=2, p=5 (W = 80)", sphere10, unit[:300], targets[:300], unit[300:], targets[300:], 1.0, 10.0, draws
+    )
 
     if args.plot:
         import matplotlib
@@ -137,9 +157,8 @@ def main() -> None:
         axes[0].set_ylabel("relative Frobenius error")
         axes[0].legend()
         fig.tight_layout()
-        path = Path(__file__).resolve().parents[1] / "docs" / "_static" / "signed_features.png"
-        fig.savefig(path, dpi=120)
-        print(f"wrote {path}")
+        fig.savefig(args.plot, dpi=120)
+        print(f"wrote {Path(args.plot).resolve()}")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import argparse
 import math
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -91,6 +92,8 @@ def main_comparison(args, dtype, device) -> tuple[str, dict]:
     x = unit_inputs(args.points, args.dim, dtype, device, args.seed)
     results = {}
     for is_complex in (False, True):  # real maps, then complex maps (each pair interleaved)
+        kind = "complex" if is_complex else "real"
+        print(f"  timing {kind} maps at d = {args.dim} ...", file=sys.stderr, flush=True)
         maps = {
             (sketch, is_complex): build(
                 args.dim, args.features, args.degree, sketch, is_complex, dtype, device, args.seed + 1
@@ -129,6 +132,7 @@ def main_comparison(args, dtype, device) -> tuple[str, dict]:
 def scaling(args, dtype, device) -> tuple[str, dict]:
     results = {}
     for dim in args.scaling_dims:
+        print(f"  scaling: d = {dim} ...", file=sys.stderr, flush=True)
         x = unit_inputs(args.points, dim, dtype, device, args.seed)
         maps = {
             sketch: build(dim, args.features, args.degree, sketch, False, dtype, device, args.seed + 1)
@@ -188,7 +192,12 @@ def plot(results: dict, dims: list[int], path: Path, args) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--output", type=Path, default=Path("sketch_featurization_timing_output"), help="output directory"
+        "--out",
+        "--output",
+        dest="output",
+        type=Path,
+        default=Path("sketch_featurization_timing_output"),
+        help="output directory (default: ./sketch_featurization_timing_output)",
     )
     parser.add_argument("--quick", action="store_true", help="fewer points and repeats (smoke test)")
     parser.add_argument("--points", type=int, default=None, help="N (default 10000; --quick: 1000)")
