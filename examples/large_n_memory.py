@@ -36,11 +36,19 @@ def rff_gp(x: torch.Tensor, y: torch.Tensor, num_features: int) -> RegressionGP:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=1_000_000)
-    parser.add_argument("--features", type=int, default=4096)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--budget", type=float, default=15.0, help="fit_mll's time budget in seconds")
+    parser.add_argument("--n", type=int, default=None, help="training points (default: 1000000; --quick: 5000)")
+    parser.add_argument("--features", type=int, default=None, help="random features F (default: 4096; --quick: 256)")
+    parser.add_argument(
+        "--device", default="cuda" if torch.cuda.is_available() else "cpu", help="torch device (default: cuda if any)"
+    )
+    parser.add_argument("--budget", type=float, default=None, help="fit_mll's seconds (default: 15; --quick: 2)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds (small N, F and budget)")
     args = parser.parse_args()
+    quick = {"n": 5000, "features": 256, "budget": 2.0} if args.quick else {}
+    full = {"n": 1_000_000, "features": 4096, "budget": 15.0}
+    for name, default in full.items():
+        if getattr(args, name) is None:
+            setattr(args, name, quick.get(name, default))
     device, d = torch.device(args.device), 8
 
     generator = torch.Generator(device=device).manual_seed(0)

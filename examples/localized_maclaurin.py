@@ -138,7 +138,7 @@ def run_sinc(seeds: int):
 
 
 # ---------------------------------------------------------------------------------------- 2-D
-def run_2d():
+def run_2d(grid_size: int = 30):
     generator = torch.Generator().manual_seed(0)
     radius = torch.rand(400, generator=generator, dtype=torch.float64).sqrt()
     angle = 2 * torch.pi * torch.rand(400, generator=generator, dtype=torch.float64)
@@ -146,13 +146,14 @@ def run_2d():
     y = torch.sin(6 * x[:, 0]) * torch.cos(6 * x[:, 1]) + 0.05 * torch.randn(
         400, generator=generator, dtype=torch.float64
     )
-    grid = torch.linspace(-2, 2, 30, dtype=torch.float64)
+    grid = torch.linspace(-2, 2, grid_size, dtype=torch.float64)
     test_x = torch.cartesian_prod(grid, grid)
     exact = fit_exact(x, y, 0.2)
     reference = noisy_predictive(exact, test_x)
     inside = test_x.norm(dim=-1) <= 1
     print(
-        f"2-D toy (lengthscales {exact.covar_module.base_kernel.lengthscale.squeeze().tolist()}), KL on a 30x30 grid "
+        f"2-D toy (lengthscales {exact.covar_module.base_kernel.lengthscale.squeeze().tolist()}), "
+        f"KL on a {grid_size}x{grid_size} grid "
         "over [-2, 2]^2 (data on the unit disk):"
     )
     models = {
@@ -274,7 +275,7 @@ def plot(path: str, sinc, diabetes) -> None:
     fig, axes = plt.subplots(1, 5, figsize=(20, 3.4), gridspec_kw={"width_ratios": [1, 1, 1, 1, 1.1]})
     reference = noisy_predictive(exact, test_x)
     panels = {"exact GP": exact, **models}
-    for ax, (name, model) in zip(axes, panels.items(), strict=True):
+    for ax, (name, model) in zip(axes[:-1], panels.items(), strict=True):  # the last axis: diabetes
         mean, var = noisy_predictive(model, test_x)
         sd = var.sqrt()
         t = test_x.squeeze(-1)
@@ -308,17 +309,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plot", help="write the figure to this path")
     parser.add_argument("--time", action="store_true", help="only the N = 10^4 cluster-mode timing")
-    parser.add_argument("--seeds", type=int, default=5, help="sinc data sets to average over")
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seeds", type=int, default=None, help="sinc data sets to average over (default 5; --quick 1)")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default: 1)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: one sinc data set, 10x10 2-D grid, 1 and 5 clusters"
+    )
     args = parser.parse_args()
+    seeds = args.seeds or (1 if args.quick else 5)
+    cluster_counts = [1, 5] if args.quick else [1, 2, 5, 10, 20, 50, 100]
     torch.set_num_threads(args.threads)
     if args.time:
         run_timing()
         run_timing(recentre_outside=False)
         return
-    sinc = run_sinc(args.seeds)
-    run_2d()
-    diabetes = run_diabetes(64, [1, 2, 5, 10, 20, 50, 100])
+    sinc = run_sinc(seeds)
+    run_2d(10 if args.quick else 30)
+    diabetes = run_diabetes(64, cluster_counts)
     if args.plot:
         plot(args.plot, sinc, diabetes)
 
