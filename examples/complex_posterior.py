@@ -38,13 +38,13 @@ F and ``--seeds`` feature draws we report, on the test set:
   swing by several times.
 
 Prints markdown tables and writes ``complex_posterior.md`` and ``complex_posterior.png`` (KL vs F, one panel per
-dataset, degree and sketch) to ``--output``.
+dataset, degree and sketch) to ``--out``.
 
 Usage::
 
-    python examples/complex_posterior.py --output results/                 # digits, about 2 min on 2 CPU cores
-    python examples/complex_posterior.py --output results/ --quick         # about 10 s (smoke test)
-    python examples/complex_posterior.py --output results/ --datasets digits diabetes \
+    python examples/complex_posterior.py --out results/                 # digits, about 2 min on 2 CPU cores
+    python examples/complex_posterior.py --out results/ --quick         # about 10 s (smoke test)
+    python examples/complex_posterior.py --out results/ --datasets digits diabetes \
         --sketches srht rademacher gaussian
 
 Reference: J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of

@@ -11,12 +11,12 @@ with scikit-learn (no download):
   deviation over ``--seeds`` independent feature draws (one ``batch_shape=(seeds,)`` map per setting: its
   batch members are independent draws).
 
-Prints a markdown table and writes ``fourier_samplers.png`` and ``fourier_samplers.md`` to ``--output``.
+Prints a markdown table and writes ``fourier_samplers.png`` and ``fourier_samplers.md`` to ``--out``.
 
 Usage::
 
-    python examples/fourier_samplers.py --output results/            # < 1 min on 2 CPU cores
-    python examples/fourier_samplers.py --output results/ --quick    # a few seconds (smoke test)
+    python examples/fourier_samplers.py --out results/            # < 1 min on 2 CPU cores
+    python examples/fourier_samplers.py --out results/ --quick    # a few seconds (smoke test)
 
 References:
     * F. X. Yu, A. T. Suresh, K. Choromanski, D. Holtmann-Rice, S. Kumar. *Orthogonal Random Features.* Advances in

@@ -41,12 +41,12 @@ name               kernel                                                       
 equal real columns. Random Maclaurin (Kar & Karnick) is the unoptimized reference.
 
 Prints markdown tables (and the optimized allocations) and writes ``maclaurin_regression.md`` and
-``maclaurin_regression.png`` to ``--output``.
+``maclaurin_regression.png`` to ``--out``.
 
 Usage::
 
-    python examples/maclaurin_regression.py --output results/            # ~2 min on 2 CPU cores
-    python examples/maclaurin_regression.py --output results/ --quick    # < 30 s (smoke test)
+    python examples/maclaurin_regression.py --out results/            # ~2 min on 2 CPU cores
+    python examples/maclaurin_regression.py --out results/ --quick    # < 30 s (smoke test)
 
 References:
     * J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of Machine

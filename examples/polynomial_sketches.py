@@ -21,12 +21,12 @@ sketches of
   heavy-tailed.
 
 Prints markdown tables (one per preprocessing, and the complex-vs-real TensorSRHT verdict on the
-non-negative data) and writes ``polynomial_sketches.md`` and ``polynomial_sketches.png`` to ``--output``.
+non-negative data) and writes ``polynomial_sketches.md`` and ``polynomial_sketches.png`` to ``--out``.
 
 Usage::
 
-    python examples/polynomial_sketches.py --output results/            # about 2.5 min on 2 idle CPU cores
-    python examples/polynomial_sketches.py --output results/ --quick    # a few seconds (smoke test)
+    python examples/polynomial_sketches.py --out results/            # about 2.5 min on 2 idle CPU cores
+    python examples/polynomial_sketches.py --out results/ --quick    # a few seconds (smoke test)
 
 Reference: J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of
 Machine Learning Research, 2024 (arXiv:2201.08712).

@@ -18,12 +18,12 @@ measured in the same run:
   d in {256, 512, 1024, 2048} with F fixed, with the time divided by ``F log2 d`` and by ``F d``.
 
 Prints markdown tables and writes ``sketch_featurization_timing.md`` and ``sketch_featurization_timing.png``
-to ``--output``. Timings depend on the machine and its load: compare the numbers of one run only.
+to ``--out``. Timings depend on the machine and its load: compare the numbers of one run only.
 
 Usage::
 
-    python examples/sketch_featurization_timing.py --output results/            # about 2 min on 2 CPU cores
-    python examples/sketch_featurization_timing.py --output results/ --quick    # a few seconds (smoke test)
+    python examples/sketch_featurization_timing.py --out results/            # about 2 min on 2 CPU cores
+    python examples/sketch_featurization_timing.py --out results/ --quick    # a few seconds (smoke test)
 """
 
 from __future__ import annotations
