@@ -4,7 +4,6 @@ sampling on them), and every other model is handed to BoTorch unchanged, bit for
 
 from __future__ import annotations
 
-import math
 import subprocess
 import sys
 import textwrap
@@ -34,6 +33,7 @@ from tests.botorch.conftest import (
     make_composite_model,
     optimize_from_fixed_starts,
 )
+from tests.helpers.gaussian_samples import assert_gaussian_moments
 
 pytestmark = pytest.mark.botorch
 
@@ -185,12 +185,7 @@ def test_matheron_paths_reproduce_the_posterior(num_outputs, device):
     with torch.no_grad():
         samples = _evaluate(draw_matheron_paths(model, torch.Size([NUM_PATHS])), model, test_x)  # S x M x m
 
-    variance = posterior.variance.detach()
-    z_mean = (samples.mean(0) - mean.detach()) / (variance / NUM_PATHS).sqrt()
-    assert z_mean.abs().max() < Z_BOUND
-    # Sample variance of Gaussian values: standard error sigma^2 sqrt(2 / (S - 1)).
-    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
-    assert z_variance.abs().max() < Z_BOUND
+    assert_gaussian_moments(samples, mean.detach(), posterior.variance.detach(), Z_BOUND)
     # Cross-covariances between test points (first output): se sqrt((s_ii s_jj + s_ij^2) / S).
     first = samples[..., 0] - samples[..., 0].mean(0)
     sample_covariance = first.mT @ first / (NUM_PATHS - 1)

@@ -8,7 +8,6 @@ name, and every MultiTaskGP without a gprf covariance goes to BoTorch's handler.
 
 from __future__ import annotations
 
-import math
 from unittest import mock
 
 import pytest
@@ -26,6 +25,7 @@ from gprf.botorch import multitask_matheron_paths
 from gprf.kernels import FeatureProductKernel, IndexRootKernel, RandomFourierKernel, root_columns
 from gprf.linalg import FeatureRootAddedDiagLinearOperator
 from tests.botorch.conftest import assert_gradient_matches_finite_differences
+from tests.helpers.gaussian_samples import assert_gaussian_moments
 
 pytestmark = pytest.mark.botorch
 
@@ -131,10 +131,7 @@ def test_matheron_paths_follow_the_posterior_of_every_task(dtype):
         samples = draw_matheron_paths(model, torch.Size([NUM_PATHS]))(test_x)  # S x 3m
     assert samples.shape == (NUM_PATHS, test_x.size(0)) and samples.dtype == dtype
     samples = samples.double()
-    assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
-    # Sample variance of Gaussian values: standard error sigma^2 sqrt(2 / (S - 1)).
-    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
-    assert z_variance.abs().max() < Z_BOUND
+    assert_gaussian_moments(samples, mean, variance, Z_BOUND)
 
 
 def test_paths_of_a_multitask_gp_are_drawn_in_weight_space():
@@ -234,6 +231,4 @@ def test_a_scaled_data_kernel_fits_predicts_and_samples_in_feature_space():
     with torch.no_grad(), mock.patch.object(gprf_dispatch, "botorch_multitask_matheron_paths") as theirs:
         samples = draw_matheron_paths(model, torch.Size([NUM_PATHS]))(test_x)  # S x 3m
     assert theirs.call_count == 0
-    assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
-    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
-    assert z_variance.abs().max() < Z_BOUND
+    assert_gaussian_moments(samples, mean, variance, Z_BOUND)
