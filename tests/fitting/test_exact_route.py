@@ -21,16 +21,7 @@ from gprf.fitting.end_point import parameter_values, restore_parameter_values
 from gprf.fitting.exact_route import holds_preconditioned_kernel, random_feature_surrogate
 from gprf.fitting.recipe import _loss
 from gprf.kernels import PreconditionedKernel, RandomFourierKernel
-
-
-class _GP(gpytorch.models.ExactGP):
-    def __init__(self, x, y, likelihood, covar_module):
-        super().__init__(x, y, likelihood)
-        self.mean_module = gpytorch.means.ConstantMean()
-        self.covar_module = covar_module
-
-    def forward(self, x):
-        return gprf.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+from tests.helpers.models import GprfDistributionGP
 
 
 def _mll(n: int = 300, num_features: int = 32, dtype=torch.float64, **options) -> ExactMarginalLogLikelihood:
@@ -39,7 +30,7 @@ def _mll(n: int = 300, num_features: int = 32, dtype=torch.float64, **options) -
     f = torch.sin(2 * x[:, 0]) * torch.cos(x[:, 1]) + 0.5 * x[:, 2]
     y = f + 0.05 * torch.randn(n, generator=generator, dtype=torch.float64)
     kernel = PreconditionedKernel(ScaleKernel(RBFKernel(ard_num_dims=3)), num_features, seed=0, **options)
-    model = _GP(x.to(dtype), y.to(dtype), GaussianLikelihood(), kernel).to(dtype)
+    model = GprfDistributionGP(x.to(dtype), y.to(dtype), GaussianLikelihood(), kernel).to(dtype)
     return ExactMarginalLogLikelihood(model.likelihood, model)
 
 
