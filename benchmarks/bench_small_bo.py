@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from benchmarks.acquisition_calls import log_nei
 from benchmarks.options import subset_of
 from gprf.cli.options import CLIError, positive_int, require_matplotlib
 from gprf.cli.report import Progress, format_number, format_table
@@ -42,7 +43,6 @@ from gprf.cli.report import Progress, format_number, format_table
 #: ``--small-bo-problems``: name -> (BoTorch test function class name, dimension).
 PROBLEMS = {"branin": ("Branin", 2), "hartmann6": ("Hartmann", 6), "ackley10": ("Ackley", 10), "levy20": ("Levy", 20)}
 METHODS = ("exact", "gprf", "gprf-plain")
-QMC_SAMPLES = 128
 #: ``optimize_acqf`` settings of full runs and of ``--quick``.
 OPTIMIZER = {"num_restarts": 4, "raw_samples": 256, "maxiter": 100}
 QUICK_OPTIMIZER = {"num_restarts": 2, "raw_samples": 32, "maxiter": 10}
@@ -138,15 +138,12 @@ def build_model(method: str, x: Tensor, y: Tensor, seed: int):
 
 def propose(model, x: Tensor, q: int, seed: int, optimizer: dict) -> Tensor:
     """Fit ``model`` and maximise qLogNEI over the unit cube: the next ``q`` points."""
-    from botorch.acquisition.logei import qLogNoisyExpectedImprovement
     from botorch.fit import fit_gpytorch_mll
     from botorch.optim import optimize_acqf
-    from botorch.sampling import SobolQMCNormalSampler
     from gpytorch.mlls import ExactMarginalLogLikelihood
 
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-    sampler = SobolQMCNormalSampler(torch.Size([QMC_SAMPLES]), seed=seed)
-    acquisition = qLogNoisyExpectedImprovement(model, X_baseline=x, sampler=sampler, prune_baseline=True)
+    acquisition = log_nei(model, x, seed)
     bounds = torch.stack([torch.zeros(x.size(-1)), torch.ones(x.size(-1))]).to(x)
     options = {"maxiter": optimizer["maxiter"], "seed": seed}
     candidates, _ = optimize_acqf(
