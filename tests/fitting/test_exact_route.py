@@ -158,25 +158,22 @@ def _warning_at(step_number, message, category):
 _UNCONVERGED = "CG terminated in 1000 iterations with average residual norm 59620.2 which is larger than the tolerance"
 
 
-def test_unconverged_conjugate_gradients_end_the_fit_at_the_last_converged_point():
+@pytest.mark.parametrize(
+    ("step", "message", "point"),
+    [
+        (3, "exact step 3 could not be evaluated.*did not converge", 1),  # the last converged point
+        (1, "first exact step could not be evaluated.*surrogate's point", 0),  # the surrogate's
+    ],
+    ids=["later-step", "first-step"],
+)
+def test_unconverged_conjugate_gradients_end_the_fit_at_the_last_converged_point(step, message, point):
     mll = _mll()
-    loss, calls, points = _warning_at(3, _UNCONVERGED, NumericalWarning)
+    loss, calls, points = _warning_at(step, _UNCONVERGED, NumericalWarning)
     with mock.patch("gprf.fitting.recipe._loss", side_effect=loss):
-        with pytest.warns(FitFallbackWarning, match="exact step 3 could not be evaluated.*did not converge"):
+        with pytest.warns(FitFallbackWarning, match=message):
             gprf.fit_mll(mll, finish_steps=10)
-    assert calls["n"] == 3
-    for value, expected in zip(parameter_values(mll), points[1], strict=True):
-        assert torch.equal(value, expected)
-
-
-def test_unconverged_conjugate_gradients_at_the_first_step_keep_the_surrogates_point():
-    mll = _mll()
-    loss, calls, points = _warning_at(1, _UNCONVERGED, NumericalWarning)
-    with mock.patch("gprf.fitting.recipe._loss", side_effect=loss):
-        with pytest.warns(FitFallbackWarning, match="first exact step could not be evaluated.*surrogate's point"):
-            gprf.fit_mll(mll, finish_steps=10)
-    assert calls["n"] == 1
-    for value, expected in zip(parameter_values(mll), points[0], strict=True):
+    assert calls["n"] == step
+    for value, expected in zip(parameter_values(mll), points[point], strict=True):
         assert torch.equal(value, expected)
 
 
