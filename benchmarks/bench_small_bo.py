@@ -36,6 +36,7 @@ import torch
 from torch import Tensor
 
 from benchmarks.acquisition_calls import log_nei
+from benchmarks.bo_plot import plot_best_values
 from benchmarks.options import subset_of
 from gprf.cli.options import CLIError, positive_int, require_matplotlib
 from gprf.cli.report import Progress, format_number, format_table
@@ -210,22 +211,8 @@ def summarize(runs: dict[str, list[dict]]) -> dict[str, dict]:
 
 def plot_case(case: dict, path: Path) -> None:
     """Mean best value against evaluations and against modelling seconds, one line per method."""
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(10, 4))
-    by_evaluations, by_seconds = figure.subplots(1, 2)
-    for method, per_seed in case["runs"].items():
-        length = min(len(run["best"]) for run in per_seed)
-        mean_best = [statistics.mean(run["best"][i] for run in per_seed) for i in range(length)]
-        mean_seconds = [statistics.mean(run["seconds"][i] for run in per_seed) for i in range(length)]
-        by_evaluations.plot(per_seed[0]["evaluations"][:length], mean_best, marker="o", markersize=2, label=method)
-        by_seconds.plot(mean_seconds, mean_best, marker="o", markersize=2, label=method)
     title = f"{case['problem']}, q={case['q']}, {len(next(iter(case['runs'].values())))} seeds"
-    by_evaluations.set(xlabel="evaluations", ylabel="best value (mean over seeds)", title=title)
-    by_seconds.set(xlabel="modelling seconds (fit + acquisition)", ylabel="best value (mean over seeds)")
-    by_evaluations.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    plot_best_values(case["runs"], title, path, markersize=2)
 
 
 def run_small_bo(args: argparse.Namespace, log: Progress) -> dict:
