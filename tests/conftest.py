@@ -27,6 +27,7 @@ def is_listed(nodeid: str, listed: str) -> bool:
     return nodeid == listed or nodeid.startswith((listed + "[", listed + "::"))
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's own hook deselects by ``-m``
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``slow`` the tests ``slow_tests.txt`` lists, so ``-m "not slow"`` runs the fast part of the suite.
 
