@@ -326,6 +326,19 @@ def run_bench(args: argparse.Namespace, log: Progress) -> dict:
     return report
 
 
+#: The report's sections that render from their own entry alone, in the order they are printed.
+SECTION_RENDERERS = {
+    "featurize": render_featurize,
+    "thompson": render_thompson,
+    "acquisition": render_acquisition,
+    "bo": render_bo,
+    "small-n": render_small_n,
+    "small-bo": render_small_bo,
+    "regression": render_regression,
+    "composite": render_composite,
+}
+
+
 def render_report(report: dict) -> str:
     cfg = report["config"]
     lines = [
@@ -337,22 +350,7 @@ def render_report(report: dict) -> str:
         sections.append(render_gp(report))
     if "roofline" in report:
         sections.append(render_roofline(report["roofline"], cfg["n"], cfg["features"]))
-    if "featurize" in report:
-        sections.append(render_featurize(report["featurize"]))
-    if "thompson" in report:
-        sections.append(render_thompson(report["thompson"]))
-    if "acquisition" in report:
-        sections.append(render_acquisition(report["acquisition"]))
-    if "bo" in report:
-        sections.append(render_bo(report["bo"]))
-    if "small-n" in report:
-        sections.append(render_small_n(report["small-n"]))
-    if "small-bo" in report:
-        sections.append(render_small_bo(report["small-bo"]))
-    if "regression" in report:
-        sections.append(render_regression(report["regression"]))
-    if "composite" in report:
-        sections.append(render_composite(report["composite"]))
+    sections += [render(report[name]) for name, render in SECTION_RENDERERS.items() if name in report]
     for section in sections:
         lines += ["", *section]
     if set(cfg["what"]) - ACCURACY_TABLES:  # those tables report accuracy, not round-robin timings

@@ -32,6 +32,7 @@ import warnings
 import torch
 from torch import Tensor
 
+from benchmarks.acquisition_calls import log_nei, posterior_terms, with_points_gradient
 from benchmarks.bench_gp import synthetic_data
 from benchmarks.timing import interleaved_timings
 from gprf.cli.options import CLIError
@@ -52,31 +53,6 @@ def _models(n: int, args: argparse.Namespace, x: Tensor, y: Tensor) -> dict[str,
     for model in models.values():
         model.to(x).eval()
     return models
-
-
-def _acquisition(model: torch.nn.Module, baseline: Tensor, seed: int):
-    from botorch.acquisition.logei import qLogNoisyExpectedImprovement
-    from botorch.sampling import SobolQMCNormalSampler
-
-    sampler = SobolQMCNormalSampler(torch.Size([128]), seed=seed)
-    return qLogNoisyExpectedImprovement(model, X_baseline=baseline, sampler=sampler, prune_baseline=True)
-
-
-def _value_and_gradient(fn, points: Tensor):
-    def run() -> Tensor:
-        inputs = points.detach().requires_grad_(True)
-        (gradient,) = torch.autograd.grad(fn(inputs).sum(), inputs)
-        return gradient
-
-    return run
-
-
-def _posterior_terms(model: torch.nn.Module):
-    def evaluate(points: Tensor) -> Tensor:
-        posterior = model.posterior(points)
-        return posterior.mean.sum() + posterior.variance.sum()
-
-    return evaluate
 
 
 def run_acquisition(args: argparse.Namespace, device: torch.device, dtype: torch.dtype, log: Progress) -> dict:
@@ -102,13 +78,13 @@ def run_acquisition(args: argparse.Namespace, device: torch.device, dtype: torch
                 acquisitions = {}
                 for _ in range(args.repeats):
                     for name, model in models.items():
-                        build = functools.partial(_acquisition, model, x[:n], args.seed)
+                        build = functools.partial(log_nei, model, x[:n], args.seed)
                         acquisitions[name], seconds = timed(build, device)
                         setup[name].append(seconds)
                 fns = {}
                 for name, model in models.items():
-                    fns[f"posterior/{name}"] = _value_and_gradient(_posterior_terms(model), candidates)
-                    fns[f"qlognei/{name}"] = _value_and_gradient(acquisitions[name], batches)
+                    fns[f"posterior/{name}"] = with_points_gradient(posterior_terms(model), candidates)
+                    fns[f"qlognei/{name}"] = with_points_gradient(acquisitions[name], batches)
                 times = interleaved_timings(fns, device, args.repeats, args.warmup)
             except torch.cuda.OutOfMemoryError:
                 raise CLIError(f"out of GPU memory in the acquisition benchmark at N={n}; lower --acq-n") from None

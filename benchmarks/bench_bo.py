@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from benchmarks.bo_objectives import make_objective
+from benchmarks.bo_plot import plot_best_values
 from benchmarks.options import subset_of
 from gprf.cli.options import CLIError
 from gprf.cli.report import Progress, format_number, format_table
@@ -185,19 +186,4 @@ def render_bo(result: dict) -> list[str]:
 
 def plot_bo(result: dict, path: str) -> None:
     """Mean best value against evaluations and against modelling seconds, one line per strategy."""
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(10, 4))
-    by_evaluations, by_seconds = figure.subplots(1, 2)
-    for method, per in result["runs"].items():
-        length = min(len(run["best"]) for run in per)
-        mean_best = [statistics.mean(run["best"][i] for run in per) for i in range(length)]
-        evaluations = per[0]["evaluations"][:length]
-        seconds = [statistics.mean(run["seconds"][i] for run in per) for i in range(length)]
-        by_evaluations.plot(evaluations, mean_best, marker="o", markersize=3, label=method)
-        by_seconds.plot(seconds, mean_best, marker="o", markersize=3, label=method)
-    by_evaluations.set(xlabel="evaluations", ylabel="best value (mean over seeds)", title=result["objective"])
-    by_seconds.set(xlabel="modelling seconds (fit + acquisition)", ylabel="best value (mean over seeds)")
-    by_evaluations.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    plot_best_values(result["runs"], result["objective"], path, markersize=3)

@@ -35,6 +35,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from benchmarks.acquisition_calls import log_nei
+from benchmarks.bo_plot import plot_best_values
 from benchmarks.options import subset_of
 from gprf.cli.options import CLIError, positive_int, require_matplotlib
 from gprf.cli.report import Progress, format_number, format_table
@@ -42,7 +44,6 @@ from gprf.cli.report import Progress, format_number, format_table
 #: ``--small-bo-problems``: name -> (BoTorch test function class name, dimension).
 PROBLEMS = {"branin": ("Branin", 2), "hartmann6": ("Hartmann", 6), "ackley10": ("Ackley", 10), "levy20": ("Levy", 20)}
 METHODS = ("exact", "gprf", "gprf-plain")
-QMC_SAMPLES = 128
 #: ``optimize_acqf`` settings of full runs and of ``--quick``.
 OPTIMIZER = {"num_restarts": 4, "raw_samples": 256, "maxiter": 100}
 QUICK_OPTIMIZER = {"num_restarts": 2, "raw_samples": 32, "maxiter": 10}
@@ -138,15 +139,12 @@ def build_model(method: str, x: Tensor, y: Tensor, seed: int):
 
 def propose(model, x: Tensor, q: int, seed: int, optimizer: dict) -> Tensor:
     """Fit ``model`` and maximise qLogNEI over the unit cube: the next ``q`` points."""
-    from botorch.acquisition.logei import qLogNoisyExpectedImprovement
     from botorch.fit import fit_gpytorch_mll
     from botorch.optim import optimize_acqf
-    from botorch.sampling import SobolQMCNormalSampler
     from gpytorch.mlls import ExactMarginalLogLikelihood
 
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-    sampler = SobolQMCNormalSampler(torch.Size([QMC_SAMPLES]), seed=seed)
-    acquisition = qLogNoisyExpectedImprovement(model, X_baseline=x, sampler=sampler, prune_baseline=True)
+    acquisition = log_nei(model, x, seed)
     bounds = torch.stack([torch.zeros(x.size(-1)), torch.ones(x.size(-1))]).to(x)
     options = {"maxiter": optimizer["maxiter"], "seed": seed}
     candidates, _ = optimize_acqf(
@@ -213,22 +211,8 @@ def summarize(runs: dict[str, list[dict]]) -> dict[str, dict]:
 
 def plot_case(case: dict, path: Path) -> None:
     """Mean best value against evaluations and against modelling seconds, one line per method."""
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(10, 4))
-    by_evaluations, by_seconds = figure.subplots(1, 2)
-    for method, per_seed in case["runs"].items():
-        length = min(len(run["best"]) for run in per_seed)
-        mean_best = [statistics.mean(run["best"][i] for run in per_seed) for i in range(length)]
-        mean_seconds = [statistics.mean(run["seconds"][i] for run in per_seed) for i in range(length)]
-        by_evaluations.plot(per_seed[0]["evaluations"][:length], mean_best, marker="o", markersize=2, label=method)
-        by_seconds.plot(mean_seconds, mean_best, marker="o", markersize=2, label=method)
     title = f"{case['problem']}, q={case['q']}, {len(next(iter(case['runs'].values())))} seeds"
-    by_evaluations.set(xlabel="evaluations", ylabel="best value (mean over seeds)", title=title)
-    by_seconds.set(xlabel="modelling seconds (fit + acquisition)", ylabel="best value (mean over seeds)")
-    by_evaluations.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    plot_best_values(case["runs"], title, path, markersize=2)
 
 
 def run_small_bo(args: argparse.Namespace, log: Progress) -> dict:

@@ -32,13 +32,14 @@ import warnings
 import torch
 from torch import Tensor
 
+from benchmarks.acquisition_calls import QMC_SAMPLES, log_nei, posterior_terms, with_points_gradient
 from benchmarks.timing import interleaved_timings
 from gprf.cli.options import CLIError
 from gprf.cli.report import Progress, format_seconds, format_table
 
 MODELS = ("exact", "gprf", "gprf-plain")
 MEASURES = {"fit": "fit step", "posterior": "posterior + grad", "qlognei": "qLogNEI + grad", "paths": "Matheron paths"}
-NUM_BATCHES, BATCH_Q, NUM_PATHS, QMC_SAMPLES = 32, 4, 16, 128
+NUM_BATCHES, BATCH_Q, NUM_PATHS = 32, 4, 16
 
 
 def small_n_data(n: int, d: int, seed: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -86,23 +87,6 @@ def _fit_step(model: torch.nn.Module):
     return run
 
 
-def _with_gradient(fn, points: Tensor):
-    def run() -> Tensor:
-        inputs = points.detach().requires_grad_(True)
-        (gradient,) = torch.autograd.grad(fn(inputs).sum(), inputs)
-        return gradient
-
-    return run
-
-
-def _posterior_terms(model: torch.nn.Module):
-    def evaluate(points: Tensor) -> Tensor:
-        posterior = model.posterior(points)
-        return posterior.mean.sum() + posterior.variance.sum()
-
-    return evaluate
-
-
 def _paths(model: torch.nn.Module, points: Tensor):
     from botorch.sampling.pathwise import draw_matheron_paths
 
@@ -111,14 +95,6 @@ def _paths(model: torch.nn.Module, points: Tensor):
             return draw_matheron_paths(model, torch.Size([NUM_PATHS]))(points)
 
     return run
-
-
-def _acquisition(model: torch.nn.Module, baseline: Tensor, seed: int):
-    from botorch.acquisition.logei import qLogNoisyExpectedImprovement
-    from botorch.sampling import SobolQMCNormalSampler
-
-    sampler = SobolQMCNormalSampler(torch.Size([QMC_SAMPLES]), seed=seed)
-    return qLogNoisyExpectedImprovement(model, X_baseline=baseline, sampler=sampler, prune_baseline=True)
 
 
 def run_small_n(args: argparse.Namespace, log: Progress) -> dict:
@@ -148,8 +124,8 @@ def run_small_n(args: argparse.Namespace, log: Progress) -> dict:
             fns = {}
             for name, model in models.items():
                 model.eval()
-                fns[f"posterior/{name}"] = _with_gradient(_posterior_terms(model), batches)
-                fns[f"qlognei/{name}"] = _with_gradient(_acquisition(model, x, args.seed), batches)
+                fns[f"posterior/{name}"] = with_points_gradient(posterior_terms(model), batches)
+                fns[f"qlognei/{name}"] = with_points_gradient(log_nei(model, x, args.seed), batches)
                 fns[f"paths/{name}"] = _paths(model, batches.reshape(-1, args.small_d))
             times.update(interleaved_timings(fns, torch.device("cpu"), args.repeats, args.warmup))
             medians: dict[str, dict[str, float]] = {}

@@ -77,6 +77,31 @@ class IndefiniteGuard:
         return result.sum(-1) if reduce_inv_quad else result
 
 
+class IndefiniteAddedDiagGuard(IndefiniteGuard):
+    """Mixin for an indefinite matrix plus a noise diagonal (before ``AddedDiagLinearOperator`` in the bases):
+    indexing and batch products stay guarded. A subclass names the guarded dense operator of its blocks."""
+
+    def _guarded_dense(self, dense: Tensor) -> IndefiniteGuard:
+        """``dense``, a block or product of this sum, as a guarded operator."""
+        raise NotImplementedError
+
+    def _getitem(self, row_index, col_index, *batch_indices) -> IndefiniteGuard:
+        same_rows = isinstance(row_index, slice) and row_index == col_index
+        if same_rows and not any(torch.is_tensor(index) for index in batch_indices):
+            # Rows of the symmetric system (a batch member, a block of points): still the matrix plus its noise, where
+            # linear_operator's sum would give an unguarded SumLinearOperator.
+            noise = self._diag_tensor.diagonal(dim1=-2, dim2=-1)[(*batch_indices, row_index)]
+            matrix = self._linear_op._getitem(row_index, col_index, *batch_indices)
+            return type(self)(matrix, DiagLinearOperator(noise))
+        # Another block: dense, and still guarded.
+        return self._guarded_dense(super()._getitem(row_index, col_index, *batch_indices).to_dense())
+
+    def _prod_batch(self, dim: int) -> IndefiniteGuard:
+        # The elementwise product over a batch dimension, formed densely and still guarded: linear_operator's default
+        # multiplies root decompositions, which an indefinite matrix has none of.
+        return self._guarded_dense(self.to_dense().prod(dim))
+
+
 def diagonal_operator(operator: LinearOperator, diag: Tensor) -> DiagLinearOperator:
     """``add_diagonal``'s argument (scalar, trailing-1 or per-row) as a DiagLinearOperator of the right shape."""
     return DiagLinearOperator(diag.expand(*operator.shape[:-1]))

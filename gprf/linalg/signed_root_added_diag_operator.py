@@ -3,16 +3,16 @@ r"""A signed-root kernel matrix plus noise: Woodbury solves in the factor dtype,
 from __future__ import annotations
 
 import torch
-from linear_operator.operators import AddedDiagLinearOperator, DiagLinearOperator
+from linear_operator.operators import AddedDiagLinearOperator
 from torch import Tensor
 
 from gprf.exceptions import IndefiniteKernelError
 from gprf.linalg.indefinite_dense_operator import IndefiniteDenseLinearOperator
-from gprf.linalg.indefinite_guard import IndefiniteGuard
+from gprf.linalg.indefinite_guard import IndefiniteAddedDiagGuard
 from gprf.settings import factor_dtype
 
 
-class SignedRootAddedDiagLinearOperator(IndefiniteGuard, AddedDiagLinearOperator):
+class SignedRootAddedDiagLinearOperator(IndefiniteAddedDiagGuard, AddedDiagLinearOperator):
     r""":math:`L\,\mathrm{diag}(\varsigma)R^\top + \Sigma`, solved through the Woodbury identity in the factor dtype
     (:class:`gprf.settings.factor_dtype`):
 
@@ -24,21 +24,8 @@ class SignedRootAddedDiagLinearOperator(IndefiniteGuard, AddedDiagLinearOperator
     instead of returning infinities.
     """
 
-    def _getitem(self, row_index, col_index, *batch_indices) -> IndefiniteGuard:
-        same_rows = isinstance(row_index, slice) and row_index == col_index
-        if same_rows and not any(torch.is_tensor(index) for index in batch_indices):
-            # Rows of the symmetric system (a batch member, a block of points): still the matrix plus its noise, where
-            # linear_operator's sum would give an unguarded SumLinearOperator.
-            noise = self._diag_tensor.diagonal(dim1=-2, dim2=-1)[(*batch_indices, row_index)]
-            matrix = self._linear_op._getitem(row_index, col_index, *batch_indices)
-            return type(self)(matrix, DiagLinearOperator(noise))
-        # Another block: dense, and still guarded.
-        return IndefiniteDenseLinearOperator(super()._getitem(row_index, col_index, *batch_indices).to_dense())
-
-    def _prod_batch(self, dim: int) -> IndefiniteDenseLinearOperator:
-        # The elementwise product over a batch dimension, formed densely and still guarded: linear_operator's default
-        # multiplies root decompositions, which an indefinite matrix has none of.
-        return IndefiniteDenseLinearOperator(self.to_dense().prod(dim))
+    def _guarded_dense(self, dense: Tensor) -> IndefiniteDenseLinearOperator:
+        return IndefiniteDenseLinearOperator(dense)
 
     def solve(self, right_tensor: Tensor, left_tensor: Tensor | None = None) -> Tensor:
         dtype = factor_dtype.value()

@@ -7,15 +7,8 @@ import pytest
 import torch
 
 import gprf
-from benchmarks.bench_small_n import (
-    MEASURES,
-    MODELS,
-    _paths,
-    _posterior_terms,
-    _with_gradient,
-    small_n_data,
-    small_n_models,
-)
+from benchmarks.acquisition_calls import posterior_terms, with_points_gradient
+from benchmarks.bench_small_n import MEASURES, MODELS, _paths, small_n_data, small_n_models
 from tests.benchmarks.conftest import run_json
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -46,7 +39,7 @@ def test_the_models_and_the_timed_calls():
     assert type(models["gprf-plain"]).__name__ == "SingleTaskGP"
     for model in models.values():
         model.eval()
-        gradient = _with_gradient(_posterior_terms(model), batches[:3])()
+        gradient = with_points_gradient(posterior_terms(model), batches[:3])()
         assert gradient.shape == (3, 4, 6) and gradient.abs().sum() > 0
         assert _paths(model, batches[0])().shape == (16, 4)
     assert torch.equal(small_n_data(15, 6, seed=0)[0], x)  # deterministic

@@ -4,7 +4,6 @@ sampling on them), and every other model is handed to BoTorch unchanged, bit for
 
 from __future__ import annotations
 
-import math
 import subprocess
 import sys
 import textwrap
@@ -34,6 +33,7 @@ from tests.botorch.conftest import (
     make_composite_model,
     optimize_from_fixed_starts,
 )
+from tests.helpers.gaussian_samples import assert_gaussian_moments
 
 pytestmark = pytest.mark.botorch
 
@@ -67,12 +67,13 @@ _EXACT_PATHS = """
 """
 
 
-def test_exact_kernel_models_get_bit_identical_paths_with_and_without_gprf(tmp_path):
+def _results_per_import_mode(tmp_path, script: str, modes: tuple[str, ...]) -> dict[str, list[torch.Tensor]]:
+    """Run ``script`` in a fresh interpreter once per import mode and load the tensors each run saved."""
     results = {}
-    for mode in ("without-gprf", "gprf-first", "gprf-after-botorch"):
+    for mode in modes:
         path = tmp_path / f"{mode}.pt"
         completed = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(_EXACT_PATHS), str(path), mode],
+            [sys.executable, "-c", textwrap.dedent(script), str(path), mode],
             capture_output=True,
             text=True,
             timeout=300,
@@ -80,6 +81,11 @@ def test_exact_kernel_models_get_bit_identical_paths_with_and_without_gprf(tmp_p
         )
         assert completed.returncode == 0, completed.stderr[-3000:]
         results[mode] = torch.load(path)
+    return results
+
+
+def test_exact_kernel_models_get_bit_identical_paths_with_and_without_gprf(tmp_path):
+    results = _results_per_import_mode(tmp_path, _EXACT_PATHS, ("without-gprf", "gprf-first", "gprf-after-botorch"))
     for mode in ("gprf-first", "gprf-after-botorch"):
         for ours, theirs in zip(results[mode], results["without-gprf"], strict=True):
             assert torch.equal(ours, theirs)
@@ -115,18 +121,7 @@ _EXACT_FIT_AND_ACQUISITION = """
 
 
 def test_exact_models_fit_and_acquire_bit_identically_with_and_without_gprf(tmp_path):
-    results = {}
-    for mode in ("without-gprf", "gprf-first"):
-        path = tmp_path / f"{mode}.pt"
-        completed = subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(_EXACT_FIT_AND_ACQUISITION), str(path), mode],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert completed.returncode == 0, completed.stderr[-3000:]
-        results[mode] = torch.load(path)
+    results = _results_per_import_mode(tmp_path, _EXACT_FIT_AND_ACQUISITION, ("without-gprf", "gprf-first"))
     for ours, theirs in zip(results["gprf-first"], results["without-gprf"], strict=True):
         assert torch.equal(ours, theirs)
 
@@ -190,12 +185,7 @@ def test_matheron_paths_reproduce_the_posterior(num_outputs, device):
     with torch.no_grad():
         samples = _evaluate(draw_matheron_paths(model, torch.Size([NUM_PATHS])), model, test_x)  # S x M x m
 
-    variance = posterior.variance.detach()
-    z_mean = (samples.mean(0) - mean.detach()) / (variance / NUM_PATHS).sqrt()
-    assert z_mean.abs().max() < Z_BOUND
-    # Sample variance of Gaussian values: standard error sigma^2 sqrt(2 / (S - 1)).
-    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
-    assert z_variance.abs().max() < Z_BOUND
+    assert_gaussian_moments(samples, mean.detach(), posterior.variance.detach(), Z_BOUND)
     # Cross-covariances between test points (first output): se sqrt((s_ii s_jj + s_ij^2) / S).
     first = samples[..., 0] - samples[..., 0].mean(0)
     sample_covariance = first.mT @ first / (NUM_PATHS - 1)

@@ -5,7 +5,6 @@ GPyTorch's sums and products of gprf kernels in a plain SingleTaskGP), and leave
 
 from __future__ import annotations
 
-import math
 from unittest import mock
 
 import pytest
@@ -30,6 +29,7 @@ from gprf.botorch.matheron import (
 from gprf.kernels import FeatureSumKernel, RandomFourierKernel
 from gprf.linalg import CapacitanceFactor
 from tests.botorch.conftest import COMPOSITE_DIMS, COMPOSITES, make_botorch_model, make_composite_model
+from tests.helpers.gaussian_samples import assert_gaussian_moments
 
 pytestmark = pytest.mark.botorch
 
@@ -73,10 +73,7 @@ def test_paths_follow_the_posterior(observed_noise, chunk_rows, route):
     ):
         samples = draw_matheron_paths(model, torch.Size([NUM_PATHS]))(test_x)  # S x M
         assert solve.called
-    assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
-    # Sample variance of Gaussian values: standard error sigma^2 sqrt(2 / (S - 1)).
-    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
-    assert z_variance.abs().max() < Z_BOUND
+    assert_gaussian_moments(samples, mean, variance, Z_BOUND)
 
 
 @pytest.mark.parametrize("num_outputs", [1, 2])
@@ -122,9 +119,24 @@ def test_paths_follow_the_posterior_with_a_non_zero_mean(num_outputs):
         paths = draw_matheron_paths(model, torch.Size([NUM_PATHS]))
         samples = paths(test_x) if num_outputs == 1 else paths(test_x.unsqueeze(-3))  # S x [m x] M
     samples = samples.reshape(NUM_PATHS, num_outputs, -1)
-    assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
-    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
-    assert z_variance.abs().max() < Z_BOUND
+    assert_gaussian_moments(samples, mean, variance, Z_BOUND)
+
+
+def _assert_weight_space_paths_follow(model, reference, test_x: torch.Tensor) -> None:
+    """BoTorch's dispatcher draws the paths of the single-output ``model`` in weight space, and they have the mean and
+    variance of the posterior of ``reference`` (``model`` itself, or a model of the same distribution) at ``test_x``."""
+    posterior = reference.posterior(test_x)
+    mean, variance = posterior.mean.detach().squeeze(-1), posterior.variance.detach().squeeze(-1)
+    torch.manual_seed(0)
+    with (
+        torch.no_grad(),
+        mock.patch.object(
+            gprf_dispatch, "weight_space_matheron_paths", wraps=gprf_dispatch.weight_space_matheron_paths
+        ) as weight_space,
+    ):
+        samples = draw_matheron_paths(model, torch.Size([NUM_PATHS]))(test_x)  # S x M
+    assert weight_space.call_count == 1
+    assert_gaussian_moments(samples, mean, variance, Z_BOUND)
 
 
 @pytest.mark.parametrize("plain", [False, True], ids=["RandomFeatureSingleTaskGP", "SingleTaskGP"])
@@ -138,20 +150,7 @@ def test_paths_of_composite_kernels_follow_the_posterior(name, plain):
     model.eval()
     generator = torch.Generator().manual_seed(3)
     test_x = 2 * torch.rand(5, COMPOSITE_DIMS, generator=generator, dtype=torch.float64) - 1
-    posterior = model.posterior(test_x)
-    mean, variance = posterior.mean.detach().squeeze(-1), posterior.variance.detach().squeeze(-1)
-    torch.manual_seed(0)
-    with (
-        torch.no_grad(),
-        mock.patch.object(
-            gprf_dispatch, "weight_space_matheron_paths", wraps=gprf_dispatch.weight_space_matheron_paths
-        ) as ours,
-    ):
-        samples = draw_matheron_paths(model, torch.Size([NUM_PATHS]))(test_x)  # S x M
-    assert ours.call_count == 1
-    assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
-    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
-    assert z_variance.abs().max() < Z_BOUND
+    _assert_weight_space_paths_follow(model, model, test_x)
 
 
 def test_chunked_roots_give_the_same_paths():
@@ -227,9 +226,7 @@ def test_paths_of_a_fantasy_model_follow_each_fantasys_posterior(num_outputs, bo
         paths = draw_matheron_paths(fantasy, torch.Size([NUM_PATHS]), **kwargs)
         samples = paths(test_x) if num_outputs == 1 else paths(test_x.unsqueeze(-3))  # S x fantasies x [m x] M
     samples = samples.reshape(NUM_PATHS, 3, num_outputs, 5).transpose(-1, -2)
-    assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
-    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
-    assert z_variance.abs().max() < Z_BOUND
+    assert_gaussian_moments(samples, mean, variance, Z_BOUND)
 
 
 def _gpytorch_spelling(name: str):
@@ -261,20 +258,7 @@ def test_paths_of_gpytorch_sums_and_products_follow_the_feature_model(name):
     for model in models:
         model.eval()
     test_x = 2 * torch.rand(5, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64) - 1
-    posterior = models[1].posterior(test_x)
-    mean, variance = posterior.mean.detach().squeeze(-1), posterior.variance.detach().squeeze(-1)
-    torch.manual_seed(0)
-    with (
-        torch.no_grad(),
-        mock.patch.object(
-            gprf_dispatch, "weight_space_matheron_paths", wraps=gprf_dispatch.weight_space_matheron_paths
-        ) as weight_space,
-    ):
-        samples = draw_matheron_paths(models[0], torch.Size([NUM_PATHS]))(test_x)  # S x M
-    assert weight_space.call_count == 1
-    assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
-    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
-    assert z_variance.abs().max() < Z_BOUND
+    _assert_weight_space_paths_follow(models[0], models[1], test_x)
     # Chunked roots (every part lazy, the sum or product too) give the same paths.
     values = []
     for chunk_rows in (False, 9):

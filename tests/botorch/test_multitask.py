@@ -8,7 +8,6 @@ name, and every MultiTaskGP without a gprf covariance goes to BoTorch's handler.
 
 from __future__ import annotations
 
-import math
 from unittest import mock
 
 import pytest
@@ -26,6 +25,7 @@ from gprf.botorch import multitask_matheron_paths
 from gprf.kernels import FeatureProductKernel, IndexRootKernel, RandomFourierKernel, root_columns
 from gprf.linalg import FeatureRootAddedDiagLinearOperator
 from tests.botorch.conftest import assert_gradient_matches_finite_differences
+from tests.helpers.gaussian_samples import assert_gaussian_moments
 
 pytestmark = pytest.mark.botorch
 
@@ -62,6 +62,34 @@ def _task_points(m: int = 4, dtype: torch.dtype = torch.float64) -> torch.Tensor
     return torch.cat([x.repeat(3, 1), tasks], -1)
 
 
+def _assert_fit_reduces_the_loss(model: MultiTaskGP, mll: ExactMarginalLogLikelihood, train_x: torch.Tensor) -> None:
+    with torch.no_grad():
+        before = -mll(model(train_x), model.train_targets, [train_x]).item()
+    fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"maxiter": 30}})
+    model.train()
+    with torch.no_grad():
+        after = -mll(model(train_x), model.train_targets, [train_x]).item()
+    assert after < before
+
+
+def _assert_posterior_is_the_dense_gaussian_posterior(
+    model: MultiTaskGP, train_x: torch.Tensor, test_x: torch.Tensor
+) -> None:
+    with torch.no_grad():
+        prediction = model(test_x)
+        # The dense Gaussian posterior of the same covariance, per-task noise and per-task mean.
+        kernel, y = model.covar_module, model.train_targets
+        noise = model.likelihood.noise.squeeze()[train_x[:, -1].long()]
+        task_means = torch.stack([mean.constant for mean in model.mean_module.base_means]).squeeze(-1)
+        train_mean, test_mean = task_means[train_x[:, -1].long()], task_means[test_x[:, -1].long()]
+        k_train = kernel(train_x).to_dense() + torch.diag(noise)
+        k_cross = kernel(test_x, train_x).to_dense()
+        mean = test_mean + k_cross @ torch.linalg.solve(k_train, y - train_mean)
+        covariance = kernel(test_x).to_dense() - k_cross @ torch.linalg.solve(k_train, k_cross.mT)
+    torch.testing.assert_close(prediction.mean, mean, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(prediction.covariance_matrix, covariance, rtol=1e-6, atol=1e-6)
+
+
 def test_multitask_gp_builds_the_icm_root_and_keeps_feature_space():
     model = _model()
     kernel = model.covar_module
@@ -81,29 +109,11 @@ def test_fit_reduces_the_loss_and_posterior_is_the_feature_model_posterior():
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
     (train_x,) = model.train_inputs
     model.train()
-    with torch.no_grad():
-        before = -mll(model(train_x), model.train_targets, [train_x]).item()
-    fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"maxiter": 30}})
-    model.train()
-    with torch.no_grad():
-        after = -mll(model(train_x), model.train_targets, [train_x]).item()
-    assert after < before
+    _assert_fit_reduces_the_loss(model, mll, train_x)
     model.eval()
     test_x = torch.cat([torch.rand(6, 2, generator=torch.Generator().manual_seed(4), dtype=torch.float64)] * 1, 0)
     test_x = torch.cat([test_x, torch.tensor([[0.0], [1.0], [2.0]] * 2, dtype=torch.float64)], -1)
-    with torch.no_grad():
-        prediction = model(test_x)
-        # The dense Gaussian posterior of the same (approximate) kernel, per-task noise and per-task mean.
-        kernel, y = model.covar_module, model.train_targets
-        noise = model.likelihood.noise.squeeze()[train_x[:, -1].long()]
-        task_means = torch.stack([mean.constant for mean in model.mean_module.base_means]).squeeze(-1)
-        train_mean, test_mean = task_means[train_x[:, -1].long()], task_means[test_x[:, -1].long()]
-        k_train = kernel(train_x).to_dense() + torch.diag(noise)
-        k_cross = kernel(test_x, train_x).to_dense()
-        mean = test_mean + k_cross @ torch.linalg.solve(k_train, y - train_mean)
-        covariance = kernel(test_x).to_dense() - k_cross @ torch.linalg.solve(k_train, k_cross.mT)
-    torch.testing.assert_close(prediction.mean, mean, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(prediction.covariance_matrix, covariance, rtol=1e-6, atol=1e-6)
+    _assert_posterior_is_the_dense_gaussian_posterior(model, train_x, test_x)
 
 
 NUM_PATHS = 4000
@@ -121,10 +131,7 @@ def test_matheron_paths_follow_the_posterior_of_every_task(dtype):
         samples = draw_matheron_paths(model, torch.Size([NUM_PATHS]))(test_x)  # S x 3m
     assert samples.shape == (NUM_PATHS, test_x.size(0)) and samples.dtype == dtype
     samples = samples.double()
-    assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
-    # Sample variance of Gaussian values: standard error sigma^2 sqrt(2 / (S - 1)).
-    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
-    assert z_variance.abs().max() < Z_BOUND
+    assert_gaussian_moments(samples, mean, variance, Z_BOUND)
 
 
 def test_paths_of_a_multitask_gp_are_drawn_in_weight_space():
@@ -210,38 +217,18 @@ def test_a_scaled_data_kernel_fits_predicts_and_samples_in_feature_space():
     model.train()
     covariance = model.likelihood(model(train_x), [train_x]).lazy_covariance_matrix.evaluate_kernel()
     assert isinstance(covariance, FeatureRootAddedDiagLinearOperator)
-    with torch.no_grad():
-        before = -mll(model(train_x), model.train_targets, [train_x]).item()
-    fit_gpytorch_mll(mll, optimizer_kwargs={"options": {"maxiter": 30}})
-    model.train()
-    with torch.no_grad():
-        after = -mll(model(train_x), model.train_targets, [train_x]).item()
-    assert after < before
+    _assert_fit_reduces_the_loss(model, mll, train_x)
     with torch.no_grad():
         for task, mean in enumerate(model.mean_module.base_means):
             mean.constant.fill_(0.5 * task - 0.3)
         model.likelihood.noise = torch.tensor([0.01, 0.05, 0.2], dtype=torch.float64)
     model.eval()
     test_x = _task_points()
-    with torch.no_grad():
-        prediction = model(test_x)
-        # The dense Gaussian posterior of the same covariance, per-task noise and per-task mean.
-        kernel, y = model.covar_module, model.train_targets
-        noise = model.likelihood.noise.squeeze()[train_x[:, -1].long()]
-        task_means = torch.stack([mean.constant for mean in model.mean_module.base_means]).squeeze(-1)
-        train_mean, test_mean = task_means[train_x[:, -1].long()], task_means[test_x[:, -1].long()]
-        k_train = kernel(train_x).to_dense() + torch.diag(noise)
-        k_cross = kernel(test_x, train_x).to_dense()
-        mean = test_mean + k_cross @ torch.linalg.solve(k_train, y - train_mean)
-        covariance = kernel(test_x).to_dense() - k_cross @ torch.linalg.solve(k_train, k_cross.mT)
-    torch.testing.assert_close(prediction.mean, mean, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(prediction.covariance_matrix, covariance, rtol=1e-6, atol=1e-6)
+    _assert_posterior_is_the_dense_gaussian_posterior(model, train_x, test_x)
     posterior = model.posterior(test_x)
     mean, variance = (t.detach().squeeze(-1) for t in (posterior.mean, posterior.variance))
     torch.manual_seed(0)
     with torch.no_grad(), mock.patch.object(gprf_dispatch, "botorch_multitask_matheron_paths") as theirs:
         samples = draw_matheron_paths(model, torch.Size([NUM_PATHS]))(test_x)  # S x 3m
     assert theirs.call_count == 0
-    assert ((samples.mean(0) - mean) / (variance / NUM_PATHS).sqrt()).abs().max() < Z_BOUND
-    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (NUM_PATHS - 1)))
-    assert z_variance.abs().max() < Z_BOUND
+    assert_gaussian_moments(samples, mean, variance, Z_BOUND)

@@ -10,10 +10,7 @@ from contextlib import ExitStack
 from functools import partial
 from unittest import mock
 
-import gpytorch
 import torch
-from gpytorch.kernels import ScaleKernel
-from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 import gprf
@@ -24,6 +21,7 @@ from gprf.fitting.growth import FeatureGrowth
 from gprf.fitting.recipe import _decompose
 from gprf.fitting.scale_fit import training_feature_sums
 from gprf.kernels import RandomFourierKernel
+from tests.helpers.models import scaled_gp
 
 # The module (gprf.linalg re-exports its function under the same name).
 weighted_gram_module = importlib.import_module("gprf.linalg.weighted_gram")
@@ -62,22 +60,12 @@ class SimulatedTime:
         return stack
 
 
-class _GP(gpytorch.models.ExactGP):
-    def __init__(self, x, y, kernel):
-        super().__init__(x, y, GaussianLikelihood())
-        self.mean_module = gpytorch.means.ConstantMean()
-        self.covar_module = ScaleKernel(kernel)
-
-    def forward(self, x):
-        return gprf.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
-
-
 def simulated_mll() -> ExactMarginalLogLikelihood:
     generator = torch.Generator().manual_seed(0)
     x = torch.rand(NUM_ROWS, 3, generator=generator, dtype=torch.float64) * 4 - 2
     y = torch.sin(2 * x[:, 0]) * torch.cos(x[:, 1]) + 0.1 * torch.randn(NUM_ROWS, generator=generator)
     kernel = RandomFourierKernel(NUM_FEATURES, num_dims=3, ard_num_dims=3, sampler="orthogonal", seed=1)
-    model = _GP(x, y.double(), kernel).double()
+    model = scaled_gp(x, y.double(), kernel).double()
     return ExactMarginalLogLikelihood(model.likelihood, model)
 
 

@@ -3,11 +3,8 @@ does not factor falls back to the last checkpoint that does, and a fit with no s
 
 from __future__ import annotations
 
-import gpytorch
 import pytest
 import torch
-from gpytorch.kernels import ScaleKernel
-from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from linear_operator.utils.errors import NotPSDError
 
@@ -15,6 +12,7 @@ import gprf
 from gprf.exceptions import FitFallbackWarning
 from gprf.fitting.end_point import end_where_predictable, parameter_values, prediction_failure
 from gprf.kernels import PolynomialSketchKernel, RandomFourierKernel
+from tests.helpers.models import scaled_gp
 
 # With fewer points than features, s Phi^T Phi / sigma^2 has zero eigenvalues that rounding at 1e20 * 1e-16 moves by
 # far more than the identity's 1: the capacitance is numerically indefinite (every seed tried fails at 1e16 and above
@@ -22,19 +20,9 @@ from gprf.kernels import PolynomialSketchKernel, RandomFourierKernel
 _UNPREDICTABLE_OUTPUTSCALE = 1e20
 
 
-class _GP(gpytorch.models.ExactGP):
-    def __init__(self, x, y, kernel):
-        super().__init__(x, y, GaussianLikelihood())
-        self.mean_module = gpytorch.means.ConstantMean()
-        self.covar_module = ScaleKernel(kernel)
-
-    def forward(self, x):
-        return gprf.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
-
-
 def _sketch_mll(num_points: int = 10) -> ExactMarginalLogLikelihood:
     x = torch.rand(num_points, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    model = _GP(x, x.sum(-1), PolynomialSketchKernel(32, num_dims=2, degree=2, seed=0)).double()
+    model = scaled_gp(x, x.sum(-1), PolynomialSketchKernel(32, num_dims=2, degree=2, seed=0)).double()
     return ExactMarginalLogLikelihood(model.likelihood, model)
 
 
@@ -90,7 +78,7 @@ def test_fit_mll_of_a_high_degree_sketch_ends_where_the_model_predicts():
     generator = torch.Generator().manual_seed(1)
     x = 1.5 * torch.randn(60, 3, generator=generator, dtype=torch.float64)
     y = torch.sin(x[:, 0]) + x[:, 1] * x[:, 2]
-    model = _GP(x, y, PolynomialSketchKernel(64, num_dims=3, degree=10, seed=1)).double()
+    model = scaled_gp(x, y, PolynomialSketchKernel(64, num_dims=3, degree=10, seed=1)).double()
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
     with pytest.warns(FitFallbackWarning, match="set back"):
         gprf.fit_mll(mll, seed=1)
@@ -100,7 +88,7 @@ def test_fit_mll_of_a_high_degree_sketch_ends_where_the_model_predicts():
 
 def test_the_fit_returns_in_eval_mode_with_the_refits_prediction_cache():
     x = torch.rand(80, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    model = _GP(x, torch.sin(4 * x[:, 0]), RandomFourierKernel(32, num_dims=2, seed=0)).double()
+    model = scaled_gp(x, torch.sin(4 * x[:, 0]), RandomFourierKernel(32, num_dims=2, seed=0)).double()
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
     returned = gprf.fit_mll(mll)
     # The refit's Gram matrix went to the strategy the first prediction uses (tests/fitting/test_handover.py).

@@ -21,16 +21,7 @@ from gprf.fitting.end_point import parameter_values, restore_parameter_values
 from gprf.fitting.exact_route import holds_preconditioned_kernel, random_feature_surrogate
 from gprf.fitting.recipe import _loss
 from gprf.kernels import PreconditionedKernel, RandomFourierKernel
-
-
-class _GP(gpytorch.models.ExactGP):
-    def __init__(self, x, y, likelihood, covar_module):
-        super().__init__(x, y, likelihood)
-        self.mean_module = gpytorch.means.ConstantMean()
-        self.covar_module = covar_module
-
-    def forward(self, x):
-        return gprf.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+from tests.helpers.models import GprfDistributionGP
 
 
 def _mll(n: int = 300, num_features: int = 32, dtype=torch.float64, **options) -> ExactMarginalLogLikelihood:
@@ -39,7 +30,7 @@ def _mll(n: int = 300, num_features: int = 32, dtype=torch.float64, **options) -
     f = torch.sin(2 * x[:, 0]) * torch.cos(x[:, 1]) + 0.5 * x[:, 2]
     y = f + 0.05 * torch.randn(n, generator=generator, dtype=torch.float64)
     kernel = PreconditionedKernel(ScaleKernel(RBFKernel(ard_num_dims=3)), num_features, seed=0, **options)
-    model = _GP(x.to(dtype), y.to(dtype), GaussianLikelihood(), kernel).to(dtype)
+    model = GprfDistributionGP(x.to(dtype), y.to(dtype), GaussianLikelihood(), kernel).to(dtype)
     return ExactMarginalLogLikelihood(model.likelihood, model)
 
 
@@ -167,25 +158,22 @@ def _warning_at(step_number, message, category):
 _UNCONVERGED = "CG terminated in 1000 iterations with average residual norm 59620.2 which is larger than the tolerance"
 
 
-def test_unconverged_conjugate_gradients_end_the_fit_at_the_last_converged_point():
+@pytest.mark.parametrize(
+    ("step", "message", "point"),
+    [
+        (3, "exact step 3 could not be evaluated.*did not converge", 1),  # the last converged point
+        (1, "first exact step could not be evaluated.*surrogate's point", 0),  # the surrogate's
+    ],
+    ids=["later-step", "first-step"],
+)
+def test_unconverged_conjugate_gradients_end_the_fit_at_the_last_converged_point(step, message, point):
     mll = _mll()
-    loss, calls, points = _warning_at(3, _UNCONVERGED, NumericalWarning)
+    loss, calls, points = _warning_at(step, _UNCONVERGED, NumericalWarning)
     with mock.patch("gprf.fitting.recipe._loss", side_effect=loss):
-        with pytest.warns(FitFallbackWarning, match="exact step 3 could not be evaluated.*did not converge"):
+        with pytest.warns(FitFallbackWarning, match=message):
             gprf.fit_mll(mll, finish_steps=10)
-    assert calls["n"] == 3
-    for value, expected in zip(parameter_values(mll), points[1], strict=True):
-        assert torch.equal(value, expected)
-
-
-def test_unconverged_conjugate_gradients_at_the_first_step_keep_the_surrogates_point():
-    mll = _mll()
-    loss, calls, points = _warning_at(1, _UNCONVERGED, NumericalWarning)
-    with mock.patch("gprf.fitting.recipe._loss", side_effect=loss):
-        with pytest.warns(FitFallbackWarning, match="first exact step could not be evaluated.*surrogate's point"):
-            gprf.fit_mll(mll, finish_steps=10)
-    assert calls["n"] == 1
-    for value, expected in zip(parameter_values(mll), points[0], strict=True):
+    assert calls["n"] == step
+    for value, expected in zip(parameter_values(mll), points[point], strict=True):
         assert torch.equal(value, expected)
 
 

@@ -9,8 +9,6 @@ from unittest import mock
 import gpytorch
 import pytest
 import torch
-from gpytorch.kernels import ScaleKernel
-from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 import gprf
@@ -19,19 +17,10 @@ from gprf.fitting.handover import RefitGram, end_with_refit
 from gprf.fitting.scale_fit import fit_scale_with_sums
 from gprf.kernels import RandomFourierKernel
 from gprf.prediction import ComplexFeaturePredictionStrategy, FeatureSpacePredictionStrategy
+from tests.helpers.models import scaled_gp
 
 # Where every feature-space factorisation forms its Gram matrix (the module: gprf.linalg re-exports the names).
 capacitance = importlib.import_module("gprf.linalg.capacitance")
-
-
-class _GP(gpytorch.models.ExactGP):
-    def __init__(self, x, y, kernel):
-        super().__init__(x, y, GaussianLikelihood())
-        self.mean_module = gpytorch.means.ConstantMean()
-        self.covar_module = ScaleKernel(kernel)
-
-    def forward(self, x):
-        return gprf.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
 
 
 def _data(n: int, dtype: torch.dtype, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -44,7 +33,7 @@ def _data(n: int, dtype: torch.dtype, seed: int = 0) -> tuple[torch.Tensor, torc
 def _fitted(dtype: torch.dtype = torch.float64, **options) -> ExactMarginalLogLikelihood:
     x, y = _data(1500, dtype)
     kernel = RandomFourierKernel(256, num_dims=3, ard_num_dims=3, sampler="orthogonal", seed=1)
-    model = _GP(x, y, kernel).to(dtype)
+    model = scaled_gp(x, y, kernel).to(dtype)
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
     gprf.fit_mll(mll, tune_features=64, tune_rows=500, tune_steps=10, **options)
     return mll
@@ -113,7 +102,7 @@ def test_a_prediction_that_keeps_the_graph_builds_its_own_cache():
 def test_sums_of_other_hyperparameters_are_not_handed_over():
     """Finishing L-BFGS steps after the last refit move the lengthscales: its Gram matrix is stale by then."""
     x, y = _data(300, torch.float64)
-    model = _GP(x, y, RandomFourierKernel(64, num_dims=3, ard_num_dims=3, seed=1)).double()
+    model = scaled_gp(x, y, RandomFourierKernel(64, num_dims=3, ard_num_dims=3, seed=1)).double()
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
     _, sums = fit_scale_with_sums(mll)
     refit = RefitGram.after_refit(mll, sums)
@@ -129,7 +118,7 @@ def test_sums_of_other_hyperparameters_are_not_handed_over():
 
 def test_a_current_refit_is_handed_over_at_the_end():
     x, y = _data(300, torch.float64)
-    model = _GP(x, y, RandomFourierKernel(64, num_dims=3, ard_num_dims=3, seed=1)).double()
+    model = scaled_gp(x, y, RandomFourierKernel(64, num_dims=3, ard_num_dims=3, seed=1)).double()
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
     _, sums = fit_scale_with_sums(mll)
     assert end_with_refit(mll, RefitGram.after_refit(mll, sums), [])

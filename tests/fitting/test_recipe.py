@@ -6,7 +6,6 @@ import contextlib
 import math
 from unittest import mock
 
-import gpytorch
 import pytest
 import torch
 from gpytorch.constraints import GreaterThan
@@ -19,16 +18,7 @@ from gprf.exceptions import BudgetWarning
 from gprf.fitting.recipe import FIT_MLL_OPTIONS, _lbfgs, _loss
 from gprf.fitting.scale_fit import supports_exact_scale_fit
 from gprf.kernels import FeatureSumKernel, QuadratureKernel, RandomFourierKernel
-
-
-class _GP(gpytorch.models.ExactGP):
-    def __init__(self, x, y, likelihood, kernel):
-        super().__init__(x, y, likelihood)
-        self.mean_module = gpytorch.means.ConstantMean()
-        self.covar_module = ScaleKernel(kernel)
-
-    def forward(self, x):
-        return gprf.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+from tests.helpers.models import scaled_gp
 
 
 def _data(n: int, d: int = 3, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -42,7 +32,7 @@ def _model(n: int = 1500, num_features: int = 256, likelihood=None):
     x, y = _data(n)
     kernel = RandomFourierKernel(num_features, num_dims=3, ard_num_dims=3, sampler="orthogonal", seed=1)
     likelihood = GaussianLikelihood() if likelihood is None else likelihood
-    model = _GP(x, y, likelihood, kernel).double()
+    model = scaled_gp(x, y, kernel, likelihood).double()
     return ExactMarginalLogLikelihood(model.likelihood, model)
 
 
@@ -205,7 +195,7 @@ def test_a_starting_point_that_cannot_be_evaluated_is_the_callers_error():
 
 def test_kernels_without_nested_draws_tune_at_full_size():
     x, y = _data(800)
-    model = _GP(x, y, GaussianLikelihood(), QuadratureKernel(num_dims=3, ard_num_dims=3, num_rules=2)).double()
+    model = scaled_gp(x, y, QuadratureKernel(num_dims=3, ard_num_dims=3, num_rules=2)).double()
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
     before = _full_mll(mll)
     gprf.fit_mll(mll, tune_features=8, tune_rows=300, tune_steps=20)
@@ -218,7 +208,7 @@ def test_product_factors_keep_their_draws_while_the_other_summands_are_nested():
     matern = RandomFourierKernel(64, num_dims=2, kernel="matern52", active_dims=[1, 2], seed=3)
     linear_part = RandomFourierKernel(64, num_dims=3, seed=4)
     kernel = ScaleKernel(rbf * matern) + ScaleKernel(linear_part)
-    model = _GP(x, y, GaussianLikelihood(), kernel).double()
+    model = scaled_gp(x, y, kernel).double()
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
     sizes = []
 
@@ -242,7 +232,7 @@ class _PairedSum(FeatureSumKernel):
 
 def _sizes_at_the_first_tuning_step(kernel, owners) -> list[int]:
     x, y = _data(800)
-    model = _GP(x, y, GaussianLikelihood(), kernel).double()
+    model = scaled_gp(x, y, kernel).double()
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
     sizes = []
 
@@ -279,7 +269,7 @@ def test_observed_noise_skips_the_exact_refit():
     x, y = _data(700)
     likelihood = FixedNoiseGaussianLikelihood(noise=torch.full((700,), 0.01, dtype=torch.float64))
     kernel = RandomFourierKernel(128, num_dims=3, ard_num_dims=3, seed=1)
-    model = _GP(x, y, likelihood, kernel).double()
+    model = scaled_gp(x, y, kernel, likelihood).double()
     mll = ExactMarginalLogLikelihood(likelihood, model)
     stages = []
     before = _full_mll(mll)
@@ -326,7 +316,7 @@ def test_bounds_without_a_transform_are_kept():
         128, num_dims=3, ard_num_dims=3, seed=1, lengthscale_constraint=GreaterThan(1.0, transform=None)
     )
     kernel.raw_lengthscale.data.fill_(2.0)
-    model = _GP(x, y, GaussianLikelihood(), kernel).double()
+    model = scaled_gp(x, y, kernel).double()
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
     gprf.fit_mll(mll, tune_features=32, tune_rows=400, tune_steps=40)
     lengthscale = model.covar_module.base_kernel.lengthscale

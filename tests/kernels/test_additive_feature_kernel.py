@@ -4,7 +4,6 @@ BoTorch pathwise samples against the model's own posterior, and construction err
 
 from __future__ import annotations
 
-import math
 import unittest
 
 import gpytorch
@@ -14,6 +13,7 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from gprf.kernels import AdditiveFeatureKernel, ExactAdditiveKernel, exact_expression
 from gprf.testing import DEVICES, SEED, ExactGPModel, FeatureKernelTestCase, diagonal_draws, num_dims_of, train_by_mll
+from tests.helpers.gaussian_samples import assert_paths_follow_the_posterior
 
 Z_BOUND = 4.5  # two-sided, over a few dozen z-scores per test
 
@@ -107,8 +107,6 @@ def test_gp_over_20_dimensions_trains_and_predicts_like_the_exact_additive_gp():
 
 @pytest.mark.botorch
 def test_pathwise_samples_follow_the_models_posterior():
-    from botorch.sampling.pathwise import draw_matheron_paths
-
     from gprf.botorch import RandomFeatureSingleTaskGP
 
     num_paths = 3000
@@ -116,14 +114,7 @@ def test_pathwise_samples_follow_the_models_posterior():
     kernel = ScaleKernel(AdditiveFeatureKernel(16, num_dims=6, order=2, features_per_pair=4, seed=0)).double()
     model = RandomFeatureSingleTaskGP(x, y.unsqueeze(-1), covar_module=kernel).eval()
     test_x = torch.rand(6, 6, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
-    posterior = model.posterior(test_x)
-    mean, variance = posterior.mean.detach().squeeze(-1), posterior.variance.detach().squeeze(-1)
-    torch.manual_seed(0)
-    with torch.no_grad():
-        samples = draw_matheron_paths(model, torch.Size([num_paths]))(test_x)
-    assert ((samples.mean(0) - mean) / (variance / num_paths).sqrt()).abs().max() < Z_BOUND
-    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (num_paths - 1)))
-    assert z_variance.abs().max() < Z_BOUND
+    assert_paths_follow_the_posterior(model, test_x, num_paths, Z_BOUND)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -16,20 +16,14 @@ import gprf
 from gprf.exceptions import DispatchFallbackWarning, LowRankStructureWarning
 from gprf.kernels import FeatureSumKernel, IndexRootKernel, RandomFourierKernel, is_feature_expression, root_columns
 from gprf.linalg import feature_root
-from gprf.testing.models import ExactGPModel, regression_data
-
-
-class _Model(ExactGPModel):
-    """The plain model with gprf's distribution (the structured log density under every setting)."""
-
-    def forward(self, x):
-        return gprf.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+from gprf.testing.models import regression_data
+from tests.helpers.models import GprfDistributionGP
 
 
 def _model(kernel, x, y):
     likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
     likelihood.noise = 0.05
-    return _Model(x, y, likelihood, kernel).double()
+    return GprfDistributionGP(x, y, likelihood, kernel).double()
 
 
 def _rff(features=16, kernel="rbf", seed=0):

@@ -24,6 +24,7 @@ from gprf.kernels import PreconditionedKernel, RandomFourierKernel
 from gprf.kernels.preconditioned_kernel import NYSTROM_JITTER
 from gprf.linalg import PreconditionedAddedDiagLinearOperator, cg_iterations, feature_root
 from gprf.testing import SEED, ExactGPModel, InputDimKernelTestCase, num_dims_of, regression_data
+from tests.helpers.slq import seeded_slq, slq_logdet_sd
 
 
 class TestPreconditionedKernel(InputDimKernelTestCase, unittest.TestCase):
@@ -298,21 +299,10 @@ def test_mll_matches_the_dense_mll_within_the_slq_standard_deviation():
     matrices = _dense_covariances(model, base, x, raws)
     with torch.no_grad():
         covariance, preconditioner = matrices(*raws)
-        cholesky = torch.linalg.cholesky(preconditioner)
-        whitened = torch.linalg.solve_triangular(cholesky, covariance, upper=False)
-        log_eigenvalues = torch.linalg.eigvalsh(torch.linalg.solve_triangular(cholesky, whitened.mT, upper=False)).log()
     n = x.size(0)
-    # SLQ: N times the mean of u^T log(A) u over probes uniform on the sphere; the MLL is -(... + log det)/(2N).
-    logdet_sd = math.sqrt(2 * n**2 * log_eigenvalues.var(correction=0).item() / ((n + 2) * num_probes))
-    with (
-        torch.random.fork_rng(),
-        gpytorch.settings.max_cholesky_size(0),
-        gpytorch.settings.num_trace_samples(num_probes),
-        gpytorch.settings.max_lanczos_quadrature_iterations(n),
-        gpytorch.settings.cg_tolerance(1e-8),
-        torch.no_grad(),
-    ):
-        torch.manual_seed(0)
+    # The MLL is -(... + log det)/(2N).
+    logdet_sd = slq_logdet_sd(covariance, preconditioner, num_probes)
+    with seeded_slq(num_probes, n):
         value = mll_of(model)
     reference = mll_of(model_around(base, x, y, features=0))
     assert abs(value.item() - reference.item()) <= 4 * logdet_sd / (2 * n), (value, reference, logdet_sd)

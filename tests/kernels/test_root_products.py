@@ -19,7 +19,8 @@ from gprf.exceptions import DispatchFallbackWarning
 from gprf.kernels import FeatureProductKernel, RandomFourierKernel
 from gprf.kernels.root_products import product_of
 from gprf.linalg import feature_root
-from gprf.testing.models import ExactGPModel, regression_data
+from gprf.testing.models import regression_data
+from tests.helpers.models import GprfDistributionGP
 
 
 def _factors(first_features=32, second_features=32):
@@ -38,17 +39,10 @@ def _spellings(first, second):
     return scaled * second, native
 
 
-class _Model(ExactGPModel):
-    """The plain model with gprf's distribution, whose log density is the structured one under every setting."""
-
-    def forward(self, x):
-        return gprf.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
-
-
 def _loss_and_gradients(kernel, x, y):
     likelihood = gpytorch.likelihoods.GaussianLikelihood().double()
     likelihood.noise = 0.05
-    model = _Model(x, y, likelihood, kernel).double()
+    model = GprfDistributionGP(x, y, likelihood, kernel).double()
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
     loss = -mll(model(x), y)
     parameters = [p for p in kernel.parameters() if p.requires_grad]

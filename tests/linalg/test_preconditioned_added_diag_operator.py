@@ -5,8 +5,6 @@ iterations than with GPyTorch's pivoted Cholesky or none; the CG/SLQ marginal-li
 
 from __future__ import annotations
 
-import math
-
 import gpytorch
 import torch
 from gpytorch.kernels import LinearKernel, RBFKernel, ScaleKernel
@@ -22,6 +20,7 @@ from gprf.linalg import (
     cg_iterations,
     feature_root,
 )
+from tests.helpers.slq import seeded_slq, slq_logdet_sd
 
 NOISE = 0.01
 
@@ -153,28 +152,14 @@ def test_with_an_exact_root_cg_and_slq_are_exact():
 
 
 def test_slq_log_determinant_lies_within_its_standard_deviation():
-    # linear_operator estimates log det(A), A = P^-1/2 K P^-1/2, by N times the mean of u^T log(A) u over S probes u
-    # uniform on the sphere (z ~ N(0, P) whitened and normalised): variance 2 N^2 var(log lambda(A)) / ((N + 2) S).
     num_points, num_probes = 120, 50
     x = inputs(num_points)
     kernel = rbf()
     covariance = training_covariance(kernel, x, num_features=32)
     with torch.no_grad():
         dense = kernel(x).to_dense() + NOISE * torch.eye(num_points, dtype=torch.float64)
-        cholesky = torch.linalg.cholesky(dense_preconditioner(covariance))
-        whitened = torch.linalg.solve_triangular(cholesky, dense, upper=False)
-        whitened = torch.linalg.solve_triangular(cholesky, whitened.mT, upper=False)
-        log_eigenvalues = torch.linalg.eigvalsh(whitened).log()
-    sd = math.sqrt(2 * num_points**2 * log_eigenvalues.var(correction=0).item() / ((num_points + 2) * num_probes))
-    with (
-        torch.random.fork_rng(),
-        gpytorch.settings.max_cholesky_size(0),
-        gpytorch.settings.num_trace_samples(num_probes),
-        gpytorch.settings.max_lanczos_quadrature_iterations(num_points),
-        gpytorch.settings.cg_tolerance(1e-8),
-        torch.no_grad(),
-    ):
-        torch.manual_seed(0)
+        sd = slq_logdet_sd(dense, dense_preconditioner(covariance), num_probes)
+    with seeded_slq(num_probes, num_points):
         _, logdet = covariance.inv_quad_logdet(logdet=True)
     assert abs(logdet.item() - torch.logdet(dense).item()) <= 4 * sd, (logdet.item(), torch.logdet(dense).item(), sd)
     assert sd > 0.1  # the bound is not vacuous: the features miss part of the spectrum

@@ -39,6 +39,7 @@ from gprf.kernels.exact import (
     stationary_targets,
 )
 from gprf.testing import ExactGPModel
+from tests.helpers.gaussian_samples import assert_paths_follow_the_posterior
 
 Z_BOUND = 4.5  # two-sided, over a few dozen z-scores per test
 
@@ -238,7 +239,6 @@ def test_fit_mll_fits_a_model_of_the_new_family(toy_family):
 @pytest.mark.botorch
 def test_botorch_pathwise_samples_of_the_new_family_follow_the_posterior(toy_family):
     from botorch.models import SingleTaskGP
-    from botorch.sampling.pathwise import draw_matheron_paths
 
     _, kernels = toy_family
     num_paths = 3000
@@ -246,12 +246,4 @@ def test_botorch_pathwise_samples_of_the_new_family_follow_the_posterior(toy_fam
     covar_module = gprf.random_features(ScaleKernel(kernels.CauchyKernel(ard_num_dims=2)), 64, seed=0).double()
     model = SingleTaskGP(x, y.unsqueeze(-1), covar_module=covar_module).eval()
     test_x = _x(6, seed=3)
-    posterior = model.posterior(test_x)
-    mean, variance = posterior.mean.detach().squeeze(-1), posterior.variance.detach().squeeze(-1)
-    torch.manual_seed(0)
-    with torch.no_grad():
-        samples = draw_matheron_paths(model, torch.Size([num_paths]))(test_x)
-    assert ((samples.mean(0) - mean) / (variance / num_paths).sqrt()).abs().max() < Z_BOUND
-    # Sample variance of Gaussian values: standard error sigma^2 sqrt(2 / (S - 1)).
-    z_variance = (samples.var(0) - variance) / (variance * math.sqrt(2 / (num_paths - 1)))
-    assert z_variance.abs().max() < Z_BOUND
+    assert_paths_follow_the_posterior(model, test_x, num_paths, Z_BOUND)
