@@ -8,15 +8,21 @@
   instead (``test_<entry point>.py``: kernels, fit_mll, streaming, ...) and is not part of this check.
 * The modules of gprf import one another without a circle: every ``import`` and ``from ... import`` statement counts,
   wherever it stands (module level, functions, classes), and so do ``importlib.import_module`` calls.
+* Every line of ``tests/slow_tests.txt`` (the tests ``-m "not slow"`` leaves out) still names a collected test, and the
+  tests marked ``slow`` are exactly those it names.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections import deque
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import SLOW_TESTS_FILE, is_listed, read_slow_tests
 
 ROOT = Path(__file__).resolve().parent.parent
 EXEMPT = {"__init__.py", "__main__.py"}
@@ -272,3 +278,46 @@ def test_import_scan_refuses_imports_it_cannot_read(tmp_path):
     )
     with pytest.raises(AssertionError, match="line 4: import_module of a name that is not a string literal"):
         import_graph(package_dir)
+
+
+def test_slow_list_names_collected_tests_and_marks_exactly_them():
+    listed = read_slow_tests()
+    modules = sorted({entry.split("::", 1)[0] for entry in listed})
+    missing_modules = [module for module in modules if not (ROOT / module).is_file()]
+    assert not missing_modules, f"{SLOW_TESTS_FILE.name} names modules that do not exist: {missing_modules}"
+    # Collecting only the listed modules keeps this check to seconds; -m slow prints just the marked tests.
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m", "slow", *modules],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert collected.returncode == 0, collected.stdout[-2000:] + collected.stderr[-2000:]
+    marked = [line for line in collected.stdout.splitlines() if "::" in line]
+    stale = [entry for entry in listed if not any(is_listed(nodeid, entry) for nodeid in marked)]
+    assert not stale, f"{SLOW_TESTS_FILE.name} lines that name no test (renamed or removed?): {stale}"
+    unlisted = [nodeid for nodeid in marked if not any(is_listed(nodeid, entry) for entry in listed)]
+    assert not unlisted, f"tests marked slow that {SLOW_TESTS_FILE.name} does not list: {unlisted}"
+
+
+@pytest.mark.parametrize(
+    ("nodeid", "listed", "expected"),
+    [
+        ("tests/a.py::test_f", "tests/a.py::test_f", True),
+        ("tests/a.py::test_f[cpu-float32]", "tests/a.py::test_f", True),
+        ("tests/a.py::TestK::test_f", "tests/a.py::TestK", True),
+        ("tests/a.py::test_f", "tests/a.py", True),
+        ("tests/a.py::test_f_and_more", "tests/a.py::test_f", False),
+        ("tests/ab.py::test_f", "tests/a", False),
+        ("tests/a.py::test_g", "tests/a.py::test_f", False),
+    ],
+)
+def test_slow_list_lines_name_a_test_its_parametrizations_or_its_module(nodeid, listed, expected):
+    assert is_listed(nodeid, listed) is expected
+
+
+def test_slow_list_reading_skips_comments_and_blank_lines(tmp_path):
+    path = tmp_path / "slow_tests.txt"
+    path.write_text("# how to regenerate\n\ntests/a.py::test_f  # 3 s\n  tests/b.py::TestK\n")
+    assert read_slow_tests(path) == ["tests/a.py::test_f", "tests/b.py::TestK"]
