@@ -2,7 +2,8 @@
 
 Each rank draws its own shard of a synthetic regression problem, builds the same model (the same feature seed),
 tunes it with ``gprf.fit_mll`` on the sharded marginal likelihood, and predicts its own test shard from the whole
-data's posterior; rank 0 prints the whole test set's RMSE. The same script runs on one process or many.
+data's posterior; rank 0 prints the whole test set's RMSE. The same script runs on one process or many, on CPUs
+(gloo) or one GPU per process (``--backend nccl``).
 
 Under torchrun (one host, K processes; several hosts: see docs/distributed.rst)::
 
@@ -12,15 +13,18 @@ Without torchrun the script starts its own gloo processes on this machine::
 
     python examples/distributed_training.py --processes 2
 
-It writes no files.
+It writes files only with ``--out DIR``: rank 0's checkpoint of the trained model (``model.pt``, a ``state_dict`` that
+restores the model on any number of processes) and the printed numbers (``result.json``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import tempfile
+from pathlib import Path
 
 import gpytorch
 import torch
@@ -54,39 +58,63 @@ def shard(rank: int, rows: int, dims: int, seed: int) -> tuple[torch.Tensor, tor
     return x, y.to(torch.float64)
 
 
-def train_and_predict(rank: int, world_size: int, args: argparse.Namespace) -> None:
-    x, y = shard(rank, args.rows_per_process + args.test_rows_per_process, args.dims, args.seed)
+def train_and_predict(rank: int, world_size: int, device: torch.device, args: argparse.Namespace) -> None:
+    x, y = (
+        value.to(device)
+        for value in shard(rank, args.rows_per_process + args.test_rows_per_process, args.dims, args.seed)
+    )
     train_x, train_y = x[: args.rows_per_process], y[: args.rows_per_process]
     test_x, test_y = x[args.rows_per_process :], y[args.rows_per_process :]
-    model = ShardGP(train_x, train_y, args.features).double()
+    model = ShardGP(train_x, train_y, args.features).double().to(device)
     mll = gprf.distributed.ShardedMarginalLogLikelihood(model.likelihood, model)
     # fit_mll sees the whole data through the sharded MLL: its subsample is drawn across ranks, its clock agreed.
     gprf.fit_mll(mll, tune_rows=args.tune_rows, time_budget=args.time_budget, progress=rank == 0)
     predictor = gprf.distributed.sharded_predictor(model)  # the whole data's F x F posterior, on every rank
     mean, _ = predictor.predict(test_x)
-    totals = torch.stack([(mean - test_y).square().sum(), torch.tensor(float(test_y.numel()), dtype=mean.dtype)])
+    totals = torch.stack([(mean - test_y).square().sum(), mean.new_tensor(float(test_y.numel()))])
     dist.all_reduce(totals)
-    if rank == 0:
-        noise = model.likelihood.noise.item()
-        print(
-            f"{world_size} process(es), {world_size * args.rows_per_process} training rows in all: "
-            f"test RMSE {math.sqrt(totals[0] / totals[1]):.4f}, learned noise {noise:.4f}"
-        )
+    if rank != 0:
+        return
+    result = {
+        "processes": world_size,
+        "training_rows": world_size * args.rows_per_process,
+        "test_rmse": math.sqrt(totals[0] / totals[1]),
+        "noise": model.likelihood.noise.item(),
+    }
+    print(
+        f"{result['processes']} process(es), {result['training_rows']} training rows in all: "
+        f"test RMSE {result['test_rmse']:.4f}, learned noise {result['noise']:.4f}"
+    )
+    if args.out is not None:
+        # Every rank holds the same hyperparameters and feature draw: rank 0's state is the model's.
+        args.out.mkdir(parents=True, exist_ok=True)
+        torch.save(model.state_dict(), args.out / "model.pt")
+        (args.out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
 
 
-def _spawned(rank: int, world_size: int, store: str, args: argparse.Namespace) -> None:
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world_size)
+def run(rank: int, world_size: int, local_rank: int, args: argparse.Namespace, **group_options) -> None:
+    """Join the process group and train; NCCL ranks each on their own GPU (``local_rank`` on this host)."""
+    device = torch.device("cpu")
+    if args.backend == "nccl":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    dist.init_process_group(args.backend, rank=rank, world_size=world_size, **group_options)
     try:
-        train_and_predict(rank, world_size, args)
+        train_and_predict(rank, world_size, device, args)
     finally:
         dist.destroy_process_group()
 
 
-def main() -> None:
+def _spawned(rank: int, world_size: int, store: str, args: argparse.Namespace) -> None:
+    torch.set_num_threads(1)
+    run(rank, world_size, rank, args, init_method=f"file://{store}")
+
+
+def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line's settings, ``--quick`` applied."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--processes", type=int, default=2, help="gloo processes to start when not run by torchrun (default: 2)"
+        "--processes", type=int, default=2, help="processes to start when not run by torchrun (default: 2)"
     )
     parser.add_argument("--rows-per-process", type=int, default=20000, help="training rows per process")
     parser.add_argument("--test-rows-per-process", type=int, default=2000, help="test rows per process")
@@ -95,19 +123,24 @@ def main() -> None:
     parser.add_argument("--tune-rows", type=int, default=4096, help="fit_mll's tuning subsample, all ranks together")
     parser.add_argument("--time-budget", type=float, default=None, help="fit_mll's time budget in seconds")
     parser.add_argument("--seed", type=int, default=0, help="seed of the data (default: 0)")
+    parser.add_argument(
+        "--backend", choices=("gloo", "nccl"), default="gloo", help="gloo (CPU) or nccl (one GPU per process)"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="folder for rank 0's checkpoint and result.json")
     parser.add_argument("--quick", action="store_true", help="a small run (2,000 rows per process, F = 128)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.rows_per_process, args.test_rows_per_process, args.features, args.tune_rows = 2000, 200, 128, 1000
-    if "RANK" in os.environ:  # started by torchrun, which sets the rendezvous variables
-        dist.init_process_group("gloo")  # this script's models live on the CPU; NCCL needs one GPU per rank
-        try:
-            train_and_predict(dist.get_rank(), dist.get_world_size(), args)
-        finally:
-            dist.destroy_process_group()
-        return
     if args.processes < 1:
         parser.error(f"--processes must be at least 1, got {args.processes}")
+    return args
+
+
+def main() -> None:
+    args = parse_arguments()
+    if "RANK" in os.environ:  # started by torchrun, which sets the rendezvous variables
+        run(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"]), args)
+        return
     with tempfile.TemporaryDirectory() as folder:
         mp.spawn(_spawned, args=(args.processes, os.path.join(folder, "store"), args), nprocs=args.processes)
 

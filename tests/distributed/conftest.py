@@ -30,17 +30,25 @@ RUN_TIMEOUT = 120.0
 GROUP_TIMEOUT = datetime.timedelta(seconds=20)
 NUM_TRAIN = 240
 NUM_FEATURES = 32
-#: The backends the collective tests run on: gloo with CPU ranks here, NCCL with one GPU per rank where two are lent.
+#: The backends the collective tests run on: gloo with CPU ranks here, NCCL with one GPU per rank wherever CUDA and
+#: NCCL are available (``pytest -k nccl`` selects it).
 BACKENDS = [
     pytest.param("gloo", id="gloo-cpu"),
     pytest.param(
         "nccl",
         id="nccl-cuda",
         marks=pytest.mark.skipif(
-            torch.cuda.device_count() < 2, reason="the NCCL variant needs 2 or more CUDA GPUs (one per rank)"
+            not (torch.cuda.is_available() and dist.is_nccl_available()),
+            reason="the NCCL variant needs a CUDA GPU and a torch built with NCCL",
         ),
     ),
 ]
+
+
+def backend_world_size(backend: str) -> int:
+    """Ranks of a two-rank test on ``backend``: two, but under NCCL no more than the GPUs (NCCL allows one rank per
+    device, so one GPU gives one NCCL rank, still summing through NCCL's collectives)."""
+    return min(2, torch.cuda.device_count()) if backend == "nccl" else 2
 
 
 def rank_device(backend: str, rank: int) -> torch.device:

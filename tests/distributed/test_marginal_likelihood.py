@@ -11,7 +11,14 @@ from gprf.distributed import ShardedMarginalLogLikelihood
 from gprf.distributed.exchange import HEADER_SIZE
 from gprf.settings import feature_chunk_size
 from gprf.testing import regression_data
-from tests.distributed.conftest import BACKENDS, NUM_TRAIN, rank_device, run_ranks, sharded_model
+from tests.distributed.conftest import (
+    BACKENDS,
+    NUM_TRAIN,
+    backend_world_size,
+    rank_device,
+    run_ranks,
+    sharded_model,
+)
 from tests.helpers.regression import make_model
 
 
@@ -40,9 +47,10 @@ def _sharded_loss(rank, world_size, empty_rank, chunk_rows, backend="gloo"):
     return {"loss": loss, "grads": grads, "bytes": mll.exchange.log.bytes(), "steps": mll.exchange.log.steps()}
 
 
-def _single_process_value_and_gradients():
+def _single_process_value_and_gradients(device=torch.device("cpu")):
     x, y = regression_data(n=NUM_TRAIN)
-    model = _with_prior(make_model(x, y, num_features=32))
+    model = _with_prior(make_model(x, y, num_features=32)).to(device)  # the training data moves with the model
+    x, y = x.to(device), y.to(device)
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(model.likelihood, model)
     return _value_and_gradients(mll, model, x, y)
 
@@ -66,12 +74,17 @@ def test_value_and_gradients_equal_the_single_process_ones(world_size, empty_ran
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_every_backend_gives_the_single_process_value_and_gradients(backend, tmp_path):
-    results = run_ranks(_sharded_loss, 2, tmp_path, None, 25, backend, backend=backend)
-    loss, grads = _single_process_value_and_gradients()
+    world_size = backend_world_size(backend)
+    results = run_ranks(_sharded_loss, world_size, tmp_path, None, 25, backend, backend=backend)
+    # The reference is one process on the ranks' device type (float64 throughout: the 1e-10 tolerance holds).
+    loss, grads = _single_process_value_and_gradients(rank_device(backend, 0))
+    assert len(results) == world_size and len(grads) == 4
     for result in results:
-        torch.testing.assert_close(result["loss"], loss, rtol=0, atol=1e-10)
+        assert result["steps"] == ["marginal likelihood", "marginal likelihood gradient"]
+        torch.testing.assert_close(result["loss"], loss.cpu(), rtol=0, atol=1e-10)
+        assert result["grads"].keys() == grads.keys()
         for name, grad in grads.items():
-            torch.testing.assert_close(result["grads"][name], grad, rtol=0, atol=1e-10)
+            torch.testing.assert_close(result["grads"][name], grad.cpu(), rtol=0, atol=1e-10)
 
 
 def test_communicated_bytes_per_step_follow_the_formula(tmp_path):
