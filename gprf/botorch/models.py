@@ -66,6 +66,7 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
             :func:`gprf.suggest_num_features` of the training points and the transformed input dimension.
         kernel: Target of the default kernel: ``"rbf"``, ``"matern12"``, ``"matern32"`` or ``"matern52"``.
         sampler: Frequency sampler of the default kernel (see :class:`~gprf.features.RandomFourierFeatures`).
+            ``"orthogonal"`` here, where the kernels default to ``"iid"``: the same cost and a lower variance.
         seed: Seed of the default kernel's feature draws.
 
     Example:

@@ -70,8 +70,10 @@ def random_features(
         num_features: The features :math:`F` of the whole expression.
         budget: Per-part overrides: a dict ``{path: F}`` (paths as in ``kernel.named_modules()``, e.g.
             ``{"kernels.0": 1024}``), or a callable ``budget(path, kernel, proposed) -> int``.
-        sampler: Random Fourier feature sampler (``"iid"``, ``"orthogonal"``, ``"structured"``, ``"qmc"``).
-        sketch: Polynomial sketch (``"gaussian"``, ``"rademacher"``, ``"srht"``, ``"tensorsketch"``).
+        sampler: Random Fourier feature sampler (``"iid"``, the default, ``"orthogonal"``, ``"structured"``,
+            ``"qmc"``). Defaults differ between entry points (the docs' "Which model?" page lists them).
+        sketch: Polynomial sketch (``"gaussian"``, ``"rademacher"``, ``"srht"``, the default here, or
+            ``"tensorsketch"``); :class:`~gprf.kernels.PolynomialSketchKernel` defaults to ``"gaussian"``.
         seed: Seed of the draws; each random part draws with ``seed + i`` (its index in the expression), so parts
             are independent. ``None``: seeded from torch's global generator state, which it does not advance.
         num_dims: Input dimension for parts that do not tell it (no ``active_dims``, no ``ard_num_dims``).

@@ -95,7 +95,7 @@ class PolynomialSketch(FeatureMap):
         input_dim: Input dimension (before the bias coordinate).
         num_features: Number ``D`` of (real or complex) features.
         degree: Polynomial degree :math:`p \ge 0` (default 2).
-        sketch: ``"gaussian"``, ``"rademacher"``, ``"srht"`` or ``"tensorsketch"``.
+        sketch: ``"gaussian"`` (the default), ``"rademacher"``, ``"srht"`` or ``"tensorsketch"``.
         complex: Complex features (real-part kernel estimate); not available for TensorSketch.
         bias: :math:`c \ge 0` in :math:`(x^\top y + c)^p`.
         batch_shape: Independent draws for each batch member.

@@ -191,3 +191,17 @@ def test_bad_input_errors(x64):
     bad[3, 1] = float("nan")
     with pytest.raises(ValueError, match="NaN"):
         kernel(bad).to_dense()
+
+
+def test_num_features_is_twice_gpytorch_rff_num_samples():
+    """The migration rule ``RFFKernel(num_samples=S)`` -> ``RandomFourierKernel(num_features=2 * S)``: given GPyTorch's
+    S frequencies, the gprf kernel with 2S real features is the same kernel matrix (both use [cos, sin] / sqrt(S))."""
+    num_samples, d = 16, 3
+    torch.manual_seed(SEED)
+    rff = gpytorch.kernels.RFFKernel(num_samples=num_samples, num_dims=d).double()
+    kernel = RandomFourierKernel(num_features=2 * num_samples, num_dims=d, seed=SEED).double()
+    with torch.no_grad():
+        kernel.feature_map.frequencies.copy_(rff.randn_weights)
+        kernel.lengthscale = rff.lengthscale
+    x = torch.randn(7, d, dtype=torch.float64)
+    torch.testing.assert_close(kernel(x).to_dense(), rff(x).to_dense(), rtol=0, atol=1e-14)
