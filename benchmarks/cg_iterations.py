@@ -16,7 +16,13 @@ Run (CPU, one thread; the data sets are ``<name>.npz`` files with arrays ``x`` a
     python -m benchmarks.cg_iterations --data-dir ../shared/data/uci --datasets kin40k,protein
 
 ``--state-dir DIR`` keeps the tuned hyperparameters between runs; ``--features 1024,4096`` and ``--kinds
-iid,orthogonal,nystrom`` choose the preconditioners besides none and the pivoted Cholesky.
+iid,orthogonal,nystrom`` choose the preconditioners besides none and the pivoted Cholesky. ``--spectrum`` also
+prints what the kernel matrix's eigenvalues :math:`\lambda_i` say about any rank-:math:`F` preconditioner: the
+statistical dimension :math:`s_\sigma = \sum_i \lambda_i/(\lambda_i + \sigma^2)` (Avron, Clarkson & Woodruff 2017
+bound the random features a spectral approximation of :math:`K + \sigma^2 I` needs by multiples of it for
+leverage-weighted features, and of :math:`N\lambda_1/\sigma^2`-like quantities for plain ones), the number of
+eigenvalues above :math:`\sigma^2`, and the condition number :math:`(\lambda_{F+1} + \sigma^2)/\sigma^2` that remains
+after the best rank-:math:`F` preconditioner (the top :math:`F` eigenvectors), for each ``--features`` value.
 """
 
 from __future__ import annotations
@@ -107,6 +113,24 @@ def preconditioners(
     return result
 
 
+def print_spectrum(kernel_matrix: Tensor, noise: float, features: Sequence[int]) -> None:
+    r"""The statistical dimension :math:`\sum_i \lambda_i/(\lambda_i + \sigma^2)` of ``kernel_matrix`` at noise
+    :math:`\sigma^2`, its eigenvalues above :math:`\sigma^2`, and per ``features`` value :math:`F` the condition number
+    :math:`(\lambda_{F+1} + \sigma^2)/\sigma^2` of the best rank-:math:`F` preconditioner (its top eigenpairs plus the
+    noise), whose CG iterations grow like its square root."""
+    eigenvalues = torch.linalg.eigvalsh(kernel_matrix).flip(0).clamp_min(0.0)
+    dimension = (eigenvalues / (eigenvalues + noise)).sum().item()
+    above = int((eigenvalues > noise).sum())
+    conditions = ", ".join(
+        f"F = {f}: {(eigenvalues[f].item() + noise) / noise:.3g}" for f in features if f < eigenvalues.numel()
+    )
+    print(
+        f"  statistical dimension {dimension:.0f}; {above} eigenvalues above the noise; "
+        f"condition number left by the best rank-F preconditioner: {conditions}",
+        flush=True,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
@@ -124,6 +148,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--max-iter", type=int, default=1000, help="GPyTorch's max_cg_iterations")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--state-dir", type=Path, help="keep the tuned hyperparameters here (<name>_state.pt)")
+    parser.add_argument(
+        "--spectrum",
+        action="store_true",
+        help="also print the statistical dimension and the condition number left by the best rank-F preconditioner",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     features = [int(f) for f in args.features.split(",")]
@@ -141,7 +170,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"outputscale {kernel.outputscale.item():.3f}, noise {model.likelihood.noise.item():.4f}"
         )
         with torch.no_grad():
-            covariance = kernel(x).to_dense() + model.likelihood.noise * torch.eye(x.size(0), dtype=x.dtype)
+            kernel_matrix = kernel(x).to_dense()
+            if args.spectrum:
+                print_spectrum(kernel_matrix, model.likelihood.noise.item(), features)
+            covariance = kernel_matrix + model.likelihood.noise * torch.eye(x.size(0), dtype=x.dtype)
+            del kernel_matrix
             rhs = (y - model.mean_module.constant).unsqueeze(-1)
         for label, solve in preconditioners(model, x, features, kinds, args.pivoted_rank, args.seed).items():
             start = time.perf_counter()

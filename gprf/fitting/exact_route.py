@@ -10,13 +10,19 @@ budget on both:
    random-feature recipe of :func:`gprf.fit_mll` runs on the model: nested small-:math:`F` tuning on a row
    subsample, then the exact refit of outputscale, noise and mean at full :math:`F` — with at most
    :data:`SURROGATE_SHARE` of the budget;
-2. **exact**: Adam steps on the exact marginal likelihood (conjugate gradients and stochastic Lanczos quadrature,
-   preconditioned by the kernel's feature root) with the time left. Each step is timed, and a step starts only
-   while the time left covers the longest so far, so the budget is overshot by at most one step misjudged. The
-   SLQ estimate is stochastic (fresh probes at every evaluation), hence Adam rather than a line search.
+2. **exact on a subsample**: Adam steps on the exact marginal likelihood of :data:`EXACT_TUNE_ROWS` seeded rows
+   (a Cholesky factorisation: at most :data:`EXACT_TUNE_STEPS` steps, until :data:`EXACT_TUNE_SHARE` of the budget
+   has passed);
+3. **exact**: Adam steps on the exact marginal likelihood of all rows (conjugate gradients and stochastic Lanczos
+   quadrature, preconditioned by the kernel's feature root) with the time left. Each step is timed, and a step
+   starts only while the time left covers the longest so far, so the budget is overshot by at most one step
+   misjudged. The SLQ estimate is stochastic (fresh probes at every evaluation), hence Adam rather than a line
+   search. One Adam state runs through stages 2 and 3 (the loss is per row, so its scale carries over).
 
-The surrogate's lengthscales carry its approximation (its noise absorbs the features' error), and the exact steps
-move the hyperparameters towards the exact model's optimum from there.
+The surrogate's lengthscales carry its approximation (its noise absorbs the features' error; at short lengthscales
+its Monte-Carlo error dominates), and the exact steps move the hyperparameters towards the exact model's optimum
+from there. Steps on a subsample cost :math:`O(n^3)` instead of CG's :math:`O(N^2)` per iteration, so the
+subsample stage takes most of that way (on kin40k, 10,800 rows: ...); the full-data steps finish it.
 """
 
 from __future__ import annotations
@@ -34,15 +40,19 @@ import torch
 from gpytorch.likelihoods import FixedNoiseGaussianLikelihood, GaussianLikelihood
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.models import ExactGP
+from gpytorch.settings import max_cholesky_size
 from linear_operator.utils.warnings import NumericalWarning
 
 from gprf.exceptions import FitFallbackWarning
 from gprf.fitting.end_point import NUMERICAL_FAILURES, parameter_values, restore_parameter_values
+from gprf.fitting.row_subsample import subsample_rows, training_rows
 from gprf.kernels.preconditioned_kernel import PreconditionedKernel
 
 #: The largest share of ``time_budget`` the surrogate stage may take; the exact steps get the rest.
-SURROGATE_SHARE = 0.5
-#: Exact Adam steps when neither ``finish_steps`` nor ``time_budget`` bounds them.
+SURROGATE_SHARE = 0.25
+#: Rows of the exact subsample stage, its most Adam steps, and the share of ``time_budget`` by whose end it stops.
+EXACT_TUNE_ROWS, EXACT_TUNE_STEPS, EXACT_TUNE_SHARE = 2000, 100, 0.5
+#: Exact Adam steps on all rows when neither ``finish_steps`` nor ``time_budget`` bounds them.
 DEFAULT_EXACT_STEPS = 100
 
 
@@ -109,11 +119,13 @@ def fit_exact_mll(
     *,
     lr: float,
     finish_steps: int | None,
+    seed: int,
 ) -> ExactMarginalLogLikelihood:
     """The exact route of :func:`gprf.fit_mll` (its options already checked): ``fit_surrogate(mll, time_budget=,
-    callback=)`` (the random-feature recipe with the tuning options) on the surrogate, then exact Adam
-    steps with learning rate ``lr`` (``finish_steps`` of them; ``None``: while the budget lasts, or
-    :data:`DEFAULT_EXACT_STEPS` without a budget). Returns ``mll`` in eval mode.
+    callback=)`` (the random-feature recipe with the tuning options) on the surrogate, exact Adam steps on
+    :data:`EXACT_TUNE_ROWS` rows drawn with ``seed``, then exact Adam steps on all rows with learning rate ``lr``
+    (``finish_steps`` of them; ``None``: while the budget lasts, or :data:`DEFAULT_EXACT_STEPS` without a budget).
+    Returns ``mll`` in eval mode.
 
     Raises:
         TypeError: The likelihood is not a ``GaussianLikelihood`` or ``FixedNoiseGaussianLikelihood``.
@@ -127,15 +139,36 @@ def fit_exact_mll(
             time_budget=None if budget is None else SURROGATE_SHARE * budget,
             callback=lambda stage, _: clock.checkpoint(stage),
         )
+    parameters = [parameter for parameter in mll.parameters() if parameter.requires_grad]
+    optimizer = torch.optim.Adam(parameters, lr=lr)
+    mll.train()
+    ended = _exact_subsample_adam(mll, optimizer, seed, steps)
     count = finish_steps
     if count is None:
         count = DEFAULT_EXACT_STEPS if budget is None else math.inf
-    _exact_adam(mll, count, lr, steps)
+    if not ended:
+        _exact_adam(mll, optimizer, count, math.inf, steps, "exact", "full data, CG")
     clock.checkpoint("exact")
     mll.train()  # drops prediction caches built at other hyperparameters
     mll.eval()
     steps.report(f"done in {clock.elapsed:.1f} s", None)
     return mll
+
+
+def _exact_subsample_adam(
+    mll: ExactMarginalLogLikelihood, optimizer: torch.optim.Optimizer, seed: int, steps: ExactSteps
+) -> bool:
+    """The exact subsample stage (by Cholesky); whether it ended the fit (a step that could not be evaluated)."""
+    model = mll.model
+    num_rows = model.train_targets.size(-1)
+    if num_rows <= EXACT_TUNE_ROWS:
+        return False
+    budget = steps.clock.budget
+    until = math.inf if budget is None else EXACT_TUNE_SHARE * budget
+    rows = subsample_rows(num_rows, EXACT_TUNE_ROWS, seed, model.train_targets.device)
+    with training_rows(model, mll.likelihood, rows), max_cholesky_size(EXACT_TUNE_ROWS):
+        rows_used = f"{EXACT_TUNE_ROWS} rows, Cholesky"
+        return _exact_adam(mll, optimizer, EXACT_TUNE_STEPS, until, steps, "exact subsample", rows_used)
 
 
 def _check_likelihood(mll: ExactMarginalLogLikelihood) -> None:
@@ -173,22 +206,29 @@ def _preconditioned_places(module: torch.nn.Module) -> Iterator[tuple[torch.nn.M
             yield from _preconditioned_places(child)
 
 
-def _exact_adam(mll: ExactMarginalLogLikelihood, count: float, lr: float, steps: ExactSteps) -> None:
-    """Adam steps on the exact marginal likelihood while the time left covers the longest step so far.
+def _exact_adam(
+    mll: ExactMarginalLogLikelihood,
+    optimizer: torch.optim.Optimizer,
+    count: float,
+    until: float,
+    steps: ExactSteps,
+    stage: str,
+    rows: str,
+) -> bool:
+    """At most ``count`` Adam steps on the exact marginal likelihood of the model's training rows (``stage`` names
+    them for the callback, ``rows`` says which rows in the progress report), while the time left covers the longest
+    step so far and the clock is before ``until``; whether a step that could not be evaluated ended the fit.
 
     A step whose evaluation fails numerically (a preconditioner that does not factor, a non-finite loss, conjugate
     gradients that stop above their tolerance) ends the stage at the last point evaluated, with a
     :class:`~gprf.exceptions.FitFallbackWarning`; unconverged solves at the first step end it at the surrogate's
     point the same way, and other failures there (the surrogate's end point) are the caller's to see.
     """
-    parameters = [parameter for parameter in mll.parameters() if parameter.requires_grad]
-    optimizer = torch.optim.Adam(parameters, lr=lr)
-    mll.train()
     longest, evaluated = 0.0, None
     clock = steps.clock
     for step in itertools.count(1):
-        if step > count or clock.left() <= longest:
-            break
+        if step > count or clock.left() <= longest or clock.elapsed + longest > until:
+            return False
         begin = time.perf_counter()
         point = parameter_values(mll)
         optimizer.zero_grad(set_to_none=True)
@@ -202,12 +242,12 @@ def _exact_adam(mll: ExactMarginalLogLikelihood, count: float, lr: float, steps:
             if evaluated is None and isinstance(error, UnconvergedSolveError):
                 warnings.warn(
                     f"fit_mll: the first exact step could not be evaluated ({error}); the fit ends at the "
-                    "random-feature surrogate's point. Use more preconditioner features (num_features), float64, or "
+                    "point the stage before reached. Use more preconditioner features (num_features), float64, or "
                     "raise linear_operator.settings.max_cg_iterations.",
                     FitFallbackWarning,
-                    stacklevel=4,
+                    stacklevel=5,
                 )
-                break
+                return True
             if evaluated is None:
                 raise
             restore_parameter_values(mll, evaluated)
@@ -215,12 +255,12 @@ def _exact_adam(mll: ExactMarginalLogLikelihood, count: float, lr: float, steps:
                 f"fit_mll: exact step {step} could not be evaluated ({type(error).__name__}: {error}); the fit ends "
                 f"at the point step {step - 1} evaluated. Lower lr, or bound the noise from below.",
                 FitFallbackWarning,
-                stacklevel=4,
+                stacklevel=5,
             )
-            break
+            return True
         evaluated = point
         optimizer.step()
         steps.project_onto_bounds(mll)
         longest = max(longest, time.perf_counter() - begin)
-        steps.report(f"exact {step} (full data, CG)", loss)
-        clock.checkpoint(f"exact {step}")
+        steps.report(f"{stage} {step} ({rows})", loss)
+        clock.checkpoint(f"{stage} {step}")

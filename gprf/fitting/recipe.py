@@ -156,7 +156,7 @@ def fit_mll(
         tuning = dict(tune_features=tune_features, tune_rows=tune_rows, tune_steps=tune_steps, seed=seed, grow=grow)
         surrogate = partial(fit_mll, **tuning, lr=lr, progress=progress)
         steps = ExactSteps(clock, _reporter(progress), _loss, _project_onto_bounds)
-        return fit_exact_mll(mll, surrogate, steps, lr=lr, finish_steps=finish_steps)
+        return fit_exact_mll(mll, surrogate, steps, lr=lr, finish_steps=finish_steps, seed=seed)
     report = _reporter(progress)
     num_rows = placement.num_rows(model)
     nested = _nested_kernels(model, tune_features)

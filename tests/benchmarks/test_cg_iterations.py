@@ -10,7 +10,7 @@ import pytest
 import torch
 from gpytorch.kernels import RBFKernel
 
-from benchmarks.cg_iterations import TOLERANCES, main, pivoted_cholesky_preconditioner
+from benchmarks.cg_iterations import TOLERANCES, main, pivoted_cholesky_preconditioner, print_spectrum
 from gprf.cli.options import CLIError
 
 
@@ -70,3 +70,15 @@ def test_a_pivoted_cholesky_of_full_rank_inverts_the_training_covariance():
     solve = pivoted_cholesky_preconditioner(kernel_matrix, noise, rank=40)
     expected = torch.linalg.solve(kernel_matrix + noise * torch.eye(40, dtype=torch.float64), rhs)
     torch.testing.assert_close(solve(rhs), expected, rtol=1e-6, atol=1e-8)
+
+
+def test_the_spectrum_of_a_kernel_matrix_of_known_eigenvalues(capsys):
+    """Eigenvalues 8, 4, 2, 1, 0.5 (and zeros) at noise 1: statistical dimension 8/9 + 4/5 + 2/3 + 1/2 + 1/3, three
+    eigenvalues above the noise, and the best rank-F preconditioner leaves (lambda_{F+1} + 1) / 1."""
+    basis, _ = torch.linalg.qr(torch.randn(12, 12, generator=torch.Generator().manual_seed(0), dtype=torch.float64))
+    eigenvalues = torch.tensor([8.0, 4.0, 2.0, 1.0, 0.5] + [0.0] * 7, dtype=torch.float64)
+    print_spectrum(basis @ torch.diag(eigenvalues) @ basis.T, 1.0, [1, 3])
+    output = capsys.readouterr().out
+    expected = round(8 / 9 + 4 / 5 + 2 / 3 + 1 / 2 + 1 / 3)
+    assert f"statistical dimension {expected};" in output and "3 eigenvalues above the noise" in output
+    assert "F = 1: 5," in output and "F = 3: 2" in output

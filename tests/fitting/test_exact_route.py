@@ -17,9 +17,11 @@ from linear_operator.utils.warnings import NumericalWarning
 import gprf
 from gprf.exceptions import FitFallbackWarning
 from gprf.fitting import budget as fit_budget
+from gprf.fitting import exact_route
 from gprf.fitting.end_point import parameter_values, restore_parameter_values
 from gprf.fitting.exact_route import holds_preconditioned_kernel, random_feature_surrogate
 from gprf.fitting.recipe import _loss
+from gprf.fitting.row_subsample import subsample_rows
 from gprf.kernels import PreconditionedKernel, RandomFourierKernel
 from tests.helpers.models import GprfDistributionGP
 
@@ -111,12 +113,60 @@ def test_the_fit_keeps_the_time_budget_of_a_mocked_clock(budget):
         )
     exact_steps = [seconds for stage, seconds in stages if stage.startswith("exact ")]
     surrogate_end = next(seconds for stage, seconds in stages if stage == "scale")
-    # The surrogate keeps to its half of the budget, plus the prediction check of its end point (one evaluation).
-    assert surrogate_end <= budget / 2 + 1
+    # The surrogate keeps to its share of the budget, plus the prediction check of its end point (one evaluation).
+    assert surrogate_end <= exact_route.SURROGATE_SHARE * budget + 1
     # Each exact step costs one second: they start while a second is left, and the fit ends within the budget.
     assert exact_steps and stages[-1][0] == "exact"
     assert budget - 1 <= stages[-1][1] <= budget
     assert len(exact_steps) == stages[-1][1] - (exact_steps[0] - 1)
+
+
+def test_the_exact_subsample_stage_runs_on_seeded_rows_by_cholesky_before_the_full_data_steps():
+    mll = _mll(n=300)
+    model = mll.model
+    x, y = model.train_inputs[0], model.train_targets
+    evaluated = []
+
+    def recording(mll):
+        if holds_preconditioned_kernel(mll.model):  # not the surrogate's recipe
+            evaluated.append((mll.model.train_targets.clone(), gpytorch.settings.max_cholesky_size.value()))
+        return _loss(mll)
+
+    stages = []
+    with (
+        mock.patch.object(exact_route, "EXACT_TUNE_ROWS", 120),
+        mock.patch.object(exact_route, "EXACT_TUNE_STEPS", 4),
+        mock.patch("gprf.fitting.recipe._loss", side_effect=recording),
+    ):
+        gprf.fit_mll(mll, finish_steps=3, seed=7, callback=lambda stage, _: stages.append(stage))
+    rows = subsample_rows(300, 120, 7, y.device)
+    assert [targets.numel() for targets, _ in evaluated] == [120] * 4 + [300] * 3
+    assert all(torch.equal(targets, y[rows]) for targets, _ in evaluated[:4])
+    assert [size for _, size in evaluated[:4]] == [120] * 4  # factored by Cholesky
+    assert stages[-8:] == [*(f"exact subsample {k}" for k in range(1, 5)), "exact 1", "exact 2", "exact 3", "exact"]
+    # The full data (the very tensors) is back.
+    assert model.train_inputs[0] is x and model.train_targets is y
+
+
+@pytest.mark.parametrize("budget", [12.5, 30.5])
+def test_the_exact_subsample_stage_ends_at_its_share_of_a_mocked_clocks_budget(budget):
+    mll = _mll(n=400, num_features=64)
+    clock = _EvaluationTime(mll.model)
+    stages = []
+    with (
+        mock.patch.object(exact_route, "EXACT_TUNE_ROWS", 200),
+        mock.patch("time.perf_counter", clock),
+        mock.patch.object(fit_budget, "perf_counter", clock),
+    ):
+        gprf.fit_mll(mll, time_budget=budget, tune_rows=200, tune_features=32, callback=lambda *c: stages.append(c))
+    subsample = [seconds for stage, seconds in stages if stage.startswith("exact subsample ")]
+    full = [seconds for stage, seconds in stages if stage.startswith("exact ") and "subsample" not in stage]
+    # One second per step: the stage stops when the next step would pass its share of the budget.
+    assert (
+        subsample
+        and exact_route.EXACT_TUNE_SHARE * budget - 1 <= subsample[-1] <= exact_route.EXACT_TUNE_SHARE * budget
+    )
+    assert full and full[0] > subsample[-1] and budget - 1 <= stages[-1][1] <= budget
 
 
 def test_a_step_that_cannot_be_evaluated_ends_the_fit_at_the_last_point_evaluated():
@@ -162,7 +212,7 @@ _UNCONVERGED = "CG terminated in 1000 iterations with average residual norm 5962
     ("step", "message", "point"),
     [
         (3, "exact step 3 could not be evaluated.*did not converge", 1),  # the last converged point
-        (1, "first exact step could not be evaluated.*surrogate's point", 0),  # the surrogate's
+        (1, "first exact step could not be evaluated.*the point the stage before reached", 0),  # the surrogate's
     ],
     ids=["later-step", "first-step"],
 )
