@@ -21,7 +21,7 @@ dense N x N update, whose memory S N^2 * 8 bytes is reported and measured at the
 
 Usage::
 
-    python examples/bayesian_optimization.py --plot docs/_static/bayesian_optimization.png
+    python examples/bayesian_optimization.py --out docs/_static --plot
     python examples/bayesian_optimization.py --quick
     python examples/bayesian_optimization.py --timing
     python examples/bayesian_optimization.py --problems styblinski_tang20 --methods rf-TS rf-TS-TR --seeds 3

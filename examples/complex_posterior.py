@@ -37,12 +37,13 @@ F and ``--seeds`` feature draws we report, on the test set:
   draws. Timings use one torch thread by default (``--threads``): on a shared machine, multithreaded BLAS timings
   swing by several times.
 
-Prints markdown tables and writes ``complex_posterior.md`` and ``complex_posterior.png`` (KL vs F, one panel per
-dataset, degree and sketch) to ``--out``.
+Prints markdown tables and writes them to ``complex_posterior.md`` in ``--out DIR`` (default
+./complex_posterior_output); ``--plot`` adds ``complex_posterior.png`` there (KL vs F, one panel per dataset, degree
+and sketch).
 
 Usage::
 
-    python examples/complex_posterior.py --out results/                 # digits, about 2 min on 2 CPU cores
+    python examples/complex_posterior.py --out results/ --plot          # digits, about 2 min on 2 CPU cores
     python examples/complex_posterior.py --out results/ --quick         # about 10 s (smoke test)
     python examples/complex_posterior.py --out results/ --datasets digits diabetes \
         --sketches srht rademacher gaussian

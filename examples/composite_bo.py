@@ -16,7 +16,7 @@ acquisition); ``--plot`` draws the best value against evaluations.
 
 Usage::
 
-    python examples/composite_bo.py --plot docs/_static/composite_bo.png
+    python examples/composite_bo.py --out docs/_static --plot
     python examples/composite_bo.py --kernel "rbf[0:10]*matern52[10:20]" --dim 20
     python examples/composite_bo.py --quick
 """

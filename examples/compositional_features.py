@@ -19,7 +19,7 @@ Usage::
 
     python examples/compositional_features.py            # about 1 min on 1 CPU thread
     python examples/compositional_features.py --quick    # smoke run
-    python examples/compositional_features.py --plot docs/_static/compositional_features.png
+    python examples/compositional_features.py --out docs/_static --plot
 
 Reference: A. Daniely, R. Frostig, V. Gupta, Y. Singer. *Random Features for Compositional Kernels.*
 arXiv:1703.07872, 2017.

@@ -23,7 +23,7 @@ Usage::
 
     python examples/dirichlet_classification.py                 # about 2-3 minutes on 1 CPU thread
     python examples/dirichlet_classification.py --quick         # smoke run
-    python examples/dirichlet_classification.py --plot docs/_static/dirichlet_classification.png
+    python examples/dirichlet_classification.py --out docs/_static --plot
 
 Reference: D. Milios, R. Camoriano, P. Michiardi, L. Rosasco, M. Filippone. *Dirichlet-based Gaussian Processes for
 Large-scale Calibrated Classification.* Advances in Neural Information Processing Systems (NeurIPS), 2018.

@@ -17,7 +17,7 @@ Data: ``--data file.npz`` (arrays ``x``, ``y``) or ``file.csv`` (header row, tar
 Usage::
 
     python examples/fit_mll_recipe.py                                  # synthetic, N = 12,000, F = 4096, 60 s each
-    python examples/fit_mll_recipe.py --data kin40k.npz --plot fit.png
+    python examples/fit_mll_recipe.py --data kin40k.npz --plot         # figure in ./fit_mll_recipe_output
     python examples/fit_mll_recipe.py --quick                          # smoke run (seconds)
 """
 

@@ -11,11 +11,12 @@ with scikit-learn (no download):
   deviation over ``--seeds`` independent feature draws (one ``batch_shape=(seeds,)`` map per setting: its
   batch members are independent draws).
 
-Prints a markdown table and writes ``fourier_samplers.png`` and ``fourier_samplers.md`` to ``--out``.
+Prints a markdown table and writes it to ``fourier_samplers.md`` in ``--out DIR`` (default ./fourier_samplers_output);
+``--plot`` adds ``fourier_samplers.png`` there.
 
 Usage::
 
-    python examples/fourier_samplers.py --out results/            # < 1 min on 2 CPU cores
+    python examples/fourier_samplers.py --out results/ --plot     # < 1 min on 2 CPU cores
     python examples/fourier_samplers.py --out results/ --quick    # a few seconds (smoke test)
 
 References:

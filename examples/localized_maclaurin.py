@@ -17,7 +17,7 @@ Three experiments, each comparing approximate GPs with the exact GP whose hyperp
 Usage::
 
     python examples/localized_maclaurin.py                  # about 1 min on one CPU thread
-    python examples/localized_maclaurin.py --plot docs/_static/localized_maclaurin.png
+    python examples/localized_maclaurin.py --out docs/_static --plot
     python examples/localized_maclaurin.py --time           # the N = 10^4 timing only
 
 Reference: J. Wacker, M. Filippone. *Local Random Feature Approximations of the Gaussian Kernel.* Procedia Computer

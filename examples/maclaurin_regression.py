@@ -40,12 +40,12 @@ name               kernel                                                       
 ``macl-srht-c`` is the paper's convention (F complex features); ``macl-srht-c/2`` is the same method at
 equal real columns. Random Maclaurin (Kar & Karnick) is the unoptimized reference.
 
-Prints markdown tables (and the optimized allocations) and writes ``maclaurin_regression.md`` and
-``maclaurin_regression.png`` to ``--out``.
+Prints markdown tables (and the optimized allocations) and writes them to ``maclaurin_regression.md`` in ``--out DIR``
+(default ./maclaurin_regression_output); ``--plot`` adds ``maclaurin_regression.png`` there.
 
 Usage::
 
-    python examples/maclaurin_regression.py --out results/            # ~2 min on 2 CPU cores
+    python examples/maclaurin_regression.py --out results/ --plot     # ~2 min on 2 CPU cores
     python examples/maclaurin_regression.py --out results/ --quick    # < 30 s (smoke test)
 
 References:

@@ -21,11 +21,12 @@ sketches of
   heavy-tailed.
 
 Prints markdown tables (one per preprocessing, and the complex-vs-real TensorSRHT verdict on the
-non-negative data) and writes ``polynomial_sketches.md`` and ``polynomial_sketches.png`` to ``--out``.
+non-negative data) and writes them to ``polynomial_sketches.md`` in ``--out DIR``; ``--plot`` adds
+``polynomial_sketches.png``.
 
 Usage::
 
-    python examples/polynomial_sketches.py --out results/            # about 2.5 min on 2 idle CPU cores
+    python examples/polynomial_sketches.py --out results/ --plot     # about 2.5 min on 2 idle CPU cores
     python examples/polynomial_sketches.py --out results/ --quick    # a few seconds (smoke test)
 
 Reference: J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of

@@ -18,7 +18,7 @@ Usage::
 
     python examples/quadrature_features.py            # < 2 min on 1 CPU thread
     python examples/quadrature_features.py --quick    # smoke run
-    python examples/quadrature_features.py --plot docs/_static/quadrature_features.png
+    python examples/quadrature_features.py --out docs/_static --plot
 
 Reference: M. Munkhoeva, Y. Kapushev, E. Burnaev, I. Oseledets. *Quadrature-based Features for Kernel
 Approximation.* Advances in Neural Information Processing Systems (NeurIPS), 2018.

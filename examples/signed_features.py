@@ -14,9 +14,9 @@ test RMSE of the exact indefinite kernel against GRFF and GORF with s = 8d (ridg
 delta-Gaussian, 10 for the spherical kernel: a smaller ridge lets K_hat + sigma^2 I come close to singular), through
 ``gprf.prediction.krein_ridge_mean``.
 
-Run ``python examples/signed_features.py [--plot PATH]`` (about a minute on one CPU thread); ``--plot`` writes the
-figure to PATH (the docs' figure: ``--plot docs/_static/signed_features.png``); ``--quick`` is a smoke run (200 digits,
-2 draws).
+Run ``python examples/signed_features.py [--plot] [--out DIR]`` (about a minute on one CPU thread); ``--plot`` writes
+``signed_features.png`` into ``--out`` (default ./signed_features_output; the docs' figure: ``--out docs/_static
+--plot``); ``--quick`` is a smoke run (200 digits, 2 draws).
 
 Reference: Q. Luo, K. Fang, J. Yang, X. Huang. *Towards Unbiased Random Features with Lower Variance for Stationary
 Indefinite Kernels.* International Joint Conference on Neural Networks (IJCNN), 2021.

@@ -17,12 +17,12 @@ measured in the same run:
 * then the scaling in the input dimension: real TensorSRHT and dense Rademacher at
   d in {256, 512, 1024, 2048} with F fixed, with the time divided by ``F log2 d`` and by ``F d``.
 
-Prints markdown tables and writes ``sketch_featurization_timing.md`` and ``sketch_featurization_timing.png``
-to ``--out``. Timings depend on the machine and its load: compare the numbers of one run only.
+Prints markdown tables and writes them to ``sketch_featurization_timing.md`` in ``--out DIR``; ``--plot`` adds
+``sketch_featurization_timing.png``. Timings depend on the machine and its load: compare the numbers of one run only.
 
 Usage::
 
-    python examples/sketch_featurization_timing.py --out results/            # about 2 min on 2 CPU cores
+    python examples/sketch_featurization_timing.py --out results/ --plot     # about 2 min on 2 CPU cores
     python examples/sketch_featurization_timing.py --out results/ --quick    # a few seconds (smoke test)
 """
 

@@ -17,7 +17,7 @@ Usage::
 
     python examples/streaming_fit.py                   # N = 2e6, d = 8, F = 256: about a minute on 1 thread
     python examples/streaming_fit.py --quick           # smoke run
-    python examples/streaming_fit.py --plot docs/_static/streaming_fit.png
+    python examples/streaming_fit.py --out docs/_static --plot
 """
 
 from __future__ import annotations
