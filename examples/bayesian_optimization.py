@@ -21,7 +21,7 @@ dense N x N update, whose memory S N^2 * 8 bytes is reported and measured at the
 
 Usage::
 
-    python examples/bayesian_optimization.py --plot docs/_static/bayesian_optimization.png
+    python examples/bayesian_optimization.py --out docs/_static --plot
     python examples/bayesian_optimization.py --quick
     python examples/bayesian_optimization.py --timing
     python examples/bayesian_optimization.py --problems styblinski_tang20 --methods rf-TS rf-TS-TR --seeds 3
@@ -36,6 +36,7 @@ import warnings
 from pathlib import Path
 
 import torch
+from _output import add_output_arguments, output_folder, write_outputs
 from botorch.acquisition.logei import qLogNoisyExpectedImprovement
 from botorch.acquisition.thompson_sampling import PathwiseThompsonSampling
 from botorch.exceptions import InputDataWarning, OptimizationWarning
@@ -160,7 +161,6 @@ def plot(results: dict, path: str) -> None:
         axes[0, column].legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    print(f"wrote {path}")
 
 
 def peak_rss_gb() -> float:
@@ -219,7 +219,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--features", type=int, default=512)
     parser.add_argument("--quick", action="store_true", help="one short Hartmann run (smoke test)")
-    parser.add_argument("--plot", help="write the figure to this path")
+    add_output_arguments(parser, "bayesian_optimization")
     parser.add_argument("--timing", action="store_true", help="the N = 20 000 Thompson-sampling timing instead")
     parser.add_argument("--timing-n", type=int, default=20_000)
     parser.add_argument("--botorch-n", type=int, nargs="*", default=[1000, 2000])
@@ -227,6 +227,9 @@ def main() -> None:
     parser.add_argument("--methods", nargs="*", choices=METHODS, default=list(METHODS))
     parser.add_argument("--problems", nargs="*", help="hartmann6, styblinski_tang20 (default: both)")
     args = parser.parse_args()
+    if args.plot and args.timing:
+        parser.error("--plot draws the BO comparison; --timing has no figure")
+    output = output_folder(parser, args, "bayesian_optimization") if args.plot else None
     if args.threads:
         torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", category=InputDataWarning)
@@ -237,7 +240,7 @@ def main() -> None:
         return
     results = compare(args)
     if args.plot:
-        plot(results, args.plot)
+        write_outputs(output, "bayesian_optimization", draw=lambda path: plot(results, path))
 
 
 if __name__ == "__main__":

@@ -37,12 +37,13 @@ F and ``--seeds`` feature draws we report, on the test set:
   draws. Timings use one torch thread by default (``--threads``): on a shared machine, multithreaded BLAS timings
   swing by several times.
 
-Prints markdown tables and writes ``complex_posterior.md`` and ``complex_posterior.png`` (KL vs F, one panel per
-dataset, degree and sketch) to ``--out``.
+Prints markdown tables and writes them to ``complex_posterior.md`` in ``--out DIR`` (default
+./complex_posterior_output); ``--plot`` adds ``complex_posterior.png`` there (KL vs F, one panel per dataset, degree
+and sketch).
 
 Usage::
 
-    python examples/complex_posterior.py --out results/                 # digits, about 2 min on 2 CPU cores
+    python examples/complex_posterior.py --out results/ --plot          # digits, about 2 min on 2 CPU cores
     python examples/complex_posterior.py --out results/ --quick         # about 10 s (smoke test)
     python examples/complex_posterior.py --out results/ --datasets digits diabetes \
         --sketches srht rademacher gaussian
@@ -60,6 +61,7 @@ from pathlib import Path
 
 import gpytorch
 import torch
+from _output import add_output_arguments, output_folder, write_outputs
 from gpytorch.kernels import ScaleKernel
 from sklearn.datasets import load_diabetes, load_digits
 
@@ -347,14 +349,7 @@ def plot(args, infos: list[dict], rows: list[dict], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--out",
-        "--output",
-        dest="output",
-        type=Path,
-        default=Path("complex_posterior_output"),
-        help="output directory (default: ./complex_posterior_output)",
-    )
+    add_output_arguments(parser, "complex_posterior", tables="complex_posterior.md")
     parser.add_argument("--quick", action="store_true", help="fewer points, F values, draws and timings (smoke test)")
     parser.add_argument("--datasets", nargs="+", choices=tuple(DATASETS), default=["digits"])
     parser.add_argument(
@@ -397,6 +392,7 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.threads)
     torch.set_default_dtype(torch.float64)  # feature maps draw their buffers in the default dtype
 
+    output = output_folder(parser, args, "complex_posterior")
     start = time.perf_counter()
     infos, exact_rows, rows = [], [], []
     for name in dict.fromkeys(args.datasets):
@@ -407,13 +403,8 @@ def main(argv: list[str] | None = None) -> None:
     table = markdown_tables(args, infos, exact_rows, rows)
     print(table)
 
-    args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "complex_posterior.md").write_text(table + "\n", encoding="utf-8")
-    plot(args, infos, rows, args.output / "complex_posterior.png")
-    print(
-        f"wrote {args.output / 'complex_posterior.md'} and {args.output / 'complex_posterior.png'} "
-        f"in {time.perf_counter() - start:.1f} s"
-    )
+    draw = (lambda path: plot(args, infos, rows, path)) if args.plot else None
+    write_outputs(output, "complex_posterior", table=table, draw=draw, started=start)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ acquisition); ``--plot`` draws the best value against evaluations.
 
 Usage::
 
-    python examples/composite_bo.py --plot docs/_static/composite_bo.png
+    python examples/composite_bo.py --out docs/_static --plot
     python examples/composite_bo.py --kernel "rbf[0:10]*matern52[10:20]" --dim 20
     python examples/composite_bo.py --quick
 """
@@ -31,6 +31,7 @@ import warnings
 from pathlib import Path
 
 import torch
+from _output import add_output_arguments, output_folder, write_outputs
 from botorch.acquisition.logei import qLogNoisyExpectedImprovement
 from botorch.exceptions import InputDataWarning, OptimizationWarning
 from botorch.fit import fit_gpytorch_mll
@@ -123,9 +124,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--features", type=int, default=1024)
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
-    parser.add_argument("--plot", metavar="OUT.png")
+    add_output_arguments(parser, "composite_bo")
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
     args = parser.parse_args()
+    output = output_folder(parser, args, "composite_bo") if args.plot else None
     if args.quick:
         args.dim, args.init, args.q, args.iterations, args.seeds, args.features = 20, 30, 4, 2, 1, 256
     print(
@@ -145,8 +147,7 @@ def main() -> None:
         seconds = statistics.mean(run["seconds_per_iteration"] for run in runs)
         print(f"{method:8s}  {statistics.mean(finals):10.2f} ± {spread:6.2f}        {seconds:6.2f}")
     if args.plot:
-        plot(results, args, args.plot)
-        print(f"plot: {args.plot}")
+        write_outputs(output, "composite_bo", draw=lambda path: plot(results, args, path))
 
 
 if __name__ == "__main__":

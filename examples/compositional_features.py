@@ -19,7 +19,7 @@ Usage::
 
     python examples/compositional_features.py            # about 1 min on 1 CPU thread
     python examples/compositional_features.py --quick    # smoke run
-    python examples/compositional_features.py --plot docs/_static/compositional_features.png
+    python examples/compositional_features.py --out docs/_static --plot
 
 Reference: A. Daniely, R. Frostig, V. Gupta, Y. Singer. *Random Features for Compositional Kernels.*
 arXiv:1703.07872, 2017.
@@ -32,6 +32,7 @@ import time
 
 import gpytorch
 import torch
+from _output import add_output_arguments, output_folder, write_outputs
 from gpytorch.kernels import ScaleKernel
 from sklearn import datasets
 
@@ -173,8 +174,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller grid, fewer repeats")
     parser.add_argument("--points", type=int, default=300)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--plot", default=None, help="save the error figure to this path")
+    add_output_arguments(parser, "compositional_features")
     args = parser.parse_args()
+    output = output_folder(parser, args, "compositional_features") if args.plot else None
     torch.set_num_threads(args.threads)
     torch.set_default_dtype(torch.float64)  # feature maps draw their buffers in the default dtype
     grid, repeats = ((64, 256), 2) if args.quick else ((64, 128, 256, 512, 1024, 2048), 5)
@@ -215,8 +217,7 @@ def main() -> None:
         print(f"| {name} | {error:.3f} | {loss:.3f} | {seconds:.1f} |")
     print(f"\ntotal {time.perf_counter() - start:.1f} s")
     if args.plot:
-        plot(results, grid, args.plot)
-        print(f"figure saved to {args.plot}")
+        write_outputs(output, "compositional_features", draw=lambda path: plot(results, grid, path))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ Usage::
 
     python examples/dirichlet_classification.py                 # about 2-3 minutes on 1 CPU thread
     python examples/dirichlet_classification.py --quick         # smoke run
-    python examples/dirichlet_classification.py --plot docs/_static/dirichlet_classification.png
+    python examples/dirichlet_classification.py --out docs/_static --plot
 
 Reference: D. Milios, R. Camoriano, P. Michiardi, L. Rosasco, M. Filippone. *Dirichlet-based Gaussian Processes for
 Large-scale Calibrated Classification.* Advances in Neural Information Processing Systems (NeurIPS), 2018.
@@ -36,6 +36,7 @@ import time
 
 import gpytorch
 import torch
+from _output import add_output_arguments, output_folder, write_outputs
 from gpytorch.kernels import RBFKernel
 from sklearn import datasets
 from sklearn.model_selection import train_test_split
@@ -212,8 +213,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--subset", type=int, default=600, help="training points used to fit the hyperparameters")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--plot", default=None, help="save reliability diagrams to this path")
+    add_output_arguments(parser, "dirichlet_classification")
     args = parser.parse_args()
+    output = output_folder(parser, args, "dirichlet_classification") if args.plot else None
     torch.set_num_threads(args.threads)
     # float32 models: the F x F factorisations are done in float64 anyway, the N x F products twice as fast.
     torch.set_default_dtype(torch.float32)
@@ -231,8 +233,7 @@ def main() -> None:
                 f"{res['seconds']:.1f} |"
             )
     if args.plot:
-        plot(all_results, args.plot)
-        print(f"figure saved to {args.plot}")
+        write_outputs(output, "dirichlet_classification", draw=lambda path: plot(all_results, path))
 
 
 if __name__ == "__main__":

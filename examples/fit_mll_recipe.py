@@ -17,7 +17,7 @@ Data: ``--data file.npz`` (arrays ``x``, ``y``) or ``file.csv`` (header row, tar
 Usage::
 
     python examples/fit_mll_recipe.py                                  # synthetic, N = 12,000, F = 4096, 60 s each
-    python examples/fit_mll_recipe.py --data kin40k.npz --plot fit.png
+    python examples/fit_mll_recipe.py --data kin40k.npz --plot         # figure in ./fit_mll_recipe_output
     python examples/fit_mll_recipe.py --quick                          # smoke run (seconds)
 """
 
@@ -26,10 +26,12 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from pathlib import Path
 
 import gpytorch
 import numpy as np
 import torch
+from _output import add_output_arguments, output_folder, write_outputs
 
 import gprf
 from gprf.cli.models import RegressionGP
@@ -132,6 +134,27 @@ def train_recipe(model: RegressionGP, recorder: Recorder, budget: float) -> None
     gprf.fit_mll(mll, time_budget=budget, callback=recorder.step, progress=True)
 
 
+def plot(results: dict, path: Path) -> None:
+    """Test RMSE and NLL of each method against training seconds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    for name, points in results.items():
+        seconds, rmse, nll = zip(*points, strict=True)
+        axes[0].plot(seconds, rmse, "o-", label=name)
+        axes[1].plot(seconds, nll, "o-", label=name)
+    for axis, label in zip(axes, ("test RMSE", "test NLL"), strict=True):
+        axis.set_xlabel("training seconds")
+        axis.set_ylabel(label)
+        axis.grid(alpha=0.3)
+    axes[0].legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help="an .npz (x, y) or .csv (target last) file; default: synthetic")
@@ -141,9 +164,10 @@ def main() -> None:
     parser.add_argument("--checkpoints", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--plot", help="write test RMSE and NLL against training seconds to this PNG")
+    add_output_arguments(parser, "fit_mll_recipe")
     parser.add_argument("--quick", action="store_true", help="N = 3000, F = 1024, 5 s each")
     args = parser.parse_args()
+    output = output_folder(parser, args, "fit_mll_recipe") if args.plot else None
     if args.quick:
         args.max_n, args.features, args.budget = 3000, 1024, 5.0
     torch.set_num_threads(args.threads)
@@ -162,24 +186,7 @@ def main() -> None:
         print(f"{name:8s} {seconds:6.1f} s  test RMSE {rmse:.4f}  NLL {nll:.4f}  noise {noise:.4g}")
 
     if args.plot:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        figure, axes = plt.subplots(1, 2, figsize=(9, 3.5))
-        for name, points in results.items():
-            seconds, rmse, nll = zip(*points, strict=True)
-            axes[0].plot(seconds, rmse, "o-", label=name)
-            axes[1].plot(seconds, nll, "o-", label=name)
-        for axis, label in zip(axes, ("test RMSE", "test NLL"), strict=True):
-            axis.set_xlabel("training seconds")
-            axis.set_ylabel(label)
-            axis.grid(alpha=0.3)
-        axes[0].legend()
-        figure.tight_layout()
-        figure.savefig(args.plot, dpi=120)
-        print(f"wrote {args.plot}")
+        write_outputs(output, "fit_mll_recipe", draw=lambda path: plot(results, path))
 
 
 if __name__ == "__main__":

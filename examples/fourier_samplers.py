@@ -11,11 +11,12 @@ with scikit-learn (no download):
   deviation over ``--seeds`` independent feature draws (one ``batch_shape=(seeds,)`` map per setting: its
   batch members are independent draws).
 
-Prints a markdown table and writes ``fourier_samplers.png`` and ``fourier_samplers.md`` to ``--out``.
+Prints a markdown table and writes it to ``fourier_samplers.md`` in ``--out DIR`` (default ./fourier_samplers_output);
+``--plot`` adds ``fourier_samplers.png`` there.
 
 Usage::
 
-    python examples/fourier_samplers.py --out results/            # < 1 min on 2 CPU cores
+    python examples/fourier_samplers.py --out results/ --plot     # < 1 min on 2 CPU cores
     python examples/fourier_samplers.py --out results/ --quick    # a few seconds (smoke test)
 
 References:
@@ -33,6 +34,7 @@ import time
 from pathlib import Path
 
 import torch
+from _output import add_output_arguments, output_folder, write_outputs
 from sklearn.datasets import load_diabetes, load_digits
 
 from gprf.features import SPECTRA, RandomFourierFeatures
@@ -146,14 +148,7 @@ def plot(rows: list[dict], path: Path, seeds: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--out",
-        "--output",
-        dest="output",
-        type=Path,
-        default=Path("fourier_samplers_output"),
-        help="output directory (default: ./fourier_samplers_output)",
-    )
+    add_output_arguments(parser, "fourier_samplers", tables="fourier_samplers.md")
     parser.add_argument("--quick", action="store_true", help="fewer points and draws (smoke test)")
     parser.add_argument("--points", type=int, default=None, help="digits rows used (default 1000; --quick: 300)")
     parser.add_argument(
@@ -171,18 +166,14 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.threads)
     torch.set_default_dtype(torch.float64)  # feature maps draw their buffers in the default dtype
 
+    output = output_folder(parser, args, "fourier_samplers")
     start = time.perf_counter()
     rows = run(args.datasets, num_points, seeds, args.seed)
     table = markdown_table(rows, seeds)
     print(table)
 
-    args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "fourier_samplers.md").write_text(table + "\n", encoding="utf-8")
-    plot(rows, args.output / "fourier_samplers.png", seeds)
-    print(
-        f"wrote {args.output / 'fourier_samplers.md'} and {args.output / 'fourier_samplers.png'} "
-        f"in {time.perf_counter() - start:.1f} s"
-    )
+    draw = (lambda path: plot(rows, path, seeds)) if args.plot else None
+    write_outputs(output, "fourier_samplers", table=table, draw=draw, started=start)
 
 
 if __name__ == "__main__":

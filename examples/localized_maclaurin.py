@@ -17,7 +17,7 @@ Three experiments, each comparing approximate GPs with the exact GP whose hyperp
 Usage::
 
     python examples/localized_maclaurin.py                  # about 1 min on one CPU thread
-    python examples/localized_maclaurin.py --plot docs/_static/localized_maclaurin.png
+    python examples/localized_maclaurin.py --out docs/_static --plot
     python examples/localized_maclaurin.py --time           # the N = 10^4 timing only
 
 Reference: J. Wacker, M. Filippone. *Local Random Feature Approximations of the Gaussian Kernel.* Procedia Computer
@@ -31,6 +31,7 @@ import time
 
 import gpytorch
 import torch
+from _output import add_output_arguments, output_folder, write_outputs
 from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from gprf.kernels import LocalizedMaclaurinKernel, MaclaurinKernel, RandomFourierKernel
@@ -302,12 +303,11 @@ def plot(path: str, sinc, diabetes) -> None:
     ax.legend(lines, [line.get_label() for line in lines], fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plot", help="write the figure to this path")
+    add_output_arguments(parser, "localized_maclaurin")
     parser.add_argument("--time", action="store_true", help="only the N = 10^4 cluster-mode timing")
     parser.add_argument("--seeds", type=int, default=None, help="sinc data sets to average over (default 5; --quick 1)")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default: 1)")
@@ -315,6 +315,9 @@ def main() -> None:
         "--quick", action="store_true", help="a smoke run: one sinc data set, 10x10 2-D grid, 1 and 5 clusters"
     )
     args = parser.parse_args()
+    if args.plot and args.time:
+        parser.error("--plot draws the sinc and diabetes runs; --time has no figure")
+    output = output_folder(parser, args, "localized_maclaurin") if args.plot else None
     seeds = args.seeds or (1 if args.quick else 5)
     cluster_counts = [1, 5] if args.quick else [1, 2, 5, 10, 20, 50, 100]
     torch.set_num_threads(args.threads)
@@ -326,7 +329,7 @@ def main() -> None:
     run_2d(10 if args.quick else 30)
     diabetes = run_diabetes(64, cluster_counts)
     if args.plot:
-        plot(args.plot, sinc, diabetes)
+        write_outputs(output, "localized_maclaurin", draw=lambda path: plot(path, sinc, diabetes))
 
 
 if __name__ == "__main__":

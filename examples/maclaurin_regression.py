@@ -40,12 +40,12 @@ name               kernel                                                       
 ``macl-srht-c`` is the paper's convention (F complex features); ``macl-srht-c/2`` is the same method at
 equal real columns. Random Maclaurin (Kar & Karnick) is the unoptimized reference.
 
-Prints markdown tables (and the optimized allocations) and writes ``maclaurin_regression.md`` and
-``maclaurin_regression.png`` to ``--out``.
+Prints markdown tables (and the optimized allocations) and writes them to ``maclaurin_regression.md`` in ``--out DIR``
+(default ./maclaurin_regression_output); ``--plot`` adds ``maclaurin_regression.png`` there.
 
 Usage::
 
-    python examples/maclaurin_regression.py --out results/            # ~2 min on 2 CPU cores
+    python examples/maclaurin_regression.py --out results/ --plot     # ~2 min on 2 CPU cores
     python examples/maclaurin_regression.py --out results/ --quick    # < 30 s (smoke test)
 
 References:
@@ -66,6 +66,7 @@ from pathlib import Path
 
 import gpytorch
 import torch
+from _output import add_output_arguments, output_folder, write_outputs
 from gpytorch.kernels import RBFKernel, ScaleKernel
 from sklearn.datasets import load_diabetes, load_digits
 
@@ -401,14 +402,7 @@ def plot(summaries: list[dict], methods, path: Path, seeds: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--out",
-        "--output",
-        dest="output",
-        type=Path,
-        default=Path("maclaurin_regression_output"),
-        help="output directory (default: ./maclaurin_regression_output)",
-    )
+    add_output_arguments(parser, "maclaurin_regression", tables="maclaurin_regression.md")
     parser.add_argument("--quick", action="store_true", help="fewer rows, draws and fit steps (smoke test)")
     parser.add_argument("--seeds", type=int, default=None, help="feature draws per setting (default 10; --quick: 2)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the split and base seed of the draws")
@@ -435,6 +429,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_default_dtype(torch.float64)  # hyperparameters and feature draws in float64
     methods = [m for m in METHODS if m.name in args.methods]
 
+    output = output_folder(parser, args, "maclaurin_regression")
     start = time.perf_counter()
     summaries = []
     for name in args.datasets:
@@ -444,13 +439,8 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(table)
 
-    args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "maclaurin_regression.md").write_text(table + "\n", encoding="utf-8")
-    plot(summaries, methods, args.output / "maclaurin_regression.png", seeds)
-    print(
-        f"wrote {args.output / 'maclaurin_regression.md'} and {args.output / 'maclaurin_regression.png'} "
-        f"in {time.perf_counter() - start:.1f} s"
-    )
+    draw = (lambda path: plot(summaries, methods, path, seeds)) if args.plot else None
+    write_outputs(output, "maclaurin_regression", table=table, draw=draw, started=start)
 
 
 if __name__ == "__main__":

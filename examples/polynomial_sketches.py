@@ -21,11 +21,12 @@ sketches of
   heavy-tailed.
 
 Prints markdown tables (one per preprocessing, and the complex-vs-real TensorSRHT verdict on the
-non-negative data) and writes ``polynomial_sketches.md`` and ``polynomial_sketches.png`` to ``--out``.
+non-negative data) and writes them to ``polynomial_sketches.md`` in ``--out DIR``; ``--plot`` adds
+``polynomial_sketches.png``.
 
 Usage::
 
-    python examples/polynomial_sketches.py --out results/            # about 2.5 min on 2 idle CPU cores
+    python examples/polynomial_sketches.py --out results/ --plot     # about 2.5 min on 2 idle CPU cores
     python examples/polynomial_sketches.py --out results/ --quick    # a few seconds (smoke test)
 
 Reference: J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal of
@@ -41,6 +42,7 @@ import time
 from pathlib import Path
 
 import torch
+from _output import add_output_arguments, output_folder, write_outputs
 from sklearn.datasets import load_digits
 
 from gprf.features import PolynomialSketch
@@ -271,14 +273,7 @@ def plot(rows: list[dict], path: Path, num_features: int, draws: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--out",
-        "--output",
-        dest="output",
-        type=Path,
-        default=Path("polynomial_sketches_output"),
-        help="output directory (default: ./polynomial_sketches_output)",
-    )
+    add_output_arguments(parser, "polynomial_sketches", tables="polynomial_sketches.md")
     parser.add_argument("--quick", action="store_true", help="fewer points, features, degrees and draws (smoke test)")
     parser.add_argument("--points", type=int, default=None, help="digits rows used (default 1000; --quick: 150)")
     parser.add_argument("--features", type=int, default=None, help="F (default 1024; --quick: 128)")
@@ -300,18 +295,14 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.threads)
     torch.set_default_dtype(torch.float64)  # feature maps draw their buffers in the default dtype
 
+    output = output_folder(parser, args, "polynomial_sketches")
     start = time.perf_counter()
     rows = run(num_points, num_features, list(range(1, max_degree + 1)), draws, args.seed, args.chunk)
     text = markdown_table(rows, num_features, draws) + "\n" + srht_verdict(rows, num_features, draws)
     print(text)
 
-    args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "polynomial_sketches.md").write_text(text + "\n", encoding="utf-8")
-    plot(rows, args.output / "polynomial_sketches.png", num_features, draws)
-    print(
-        f"wrote {args.output / 'polynomial_sketches.md'} and {args.output / 'polynomial_sketches.png'} "
-        f"in {time.perf_counter() - start:.1f} s"
-    )
+    draw = (lambda path: plot(rows, path, num_features, draws)) if args.plot else None
+    write_outputs(output, "polynomial_sketches", table=text, draw=draw, started=start)
 
 
 if __name__ == "__main__":

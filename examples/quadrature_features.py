@@ -18,7 +18,7 @@ Usage::
 
     python examples/quadrature_features.py            # < 2 min on 1 CPU thread
     python examples/quadrature_features.py --quick    # smoke run
-    python examples/quadrature_features.py --plot docs/_static/quadrature_features.png
+    python examples/quadrature_features.py --out docs/_static --plot
 
 Reference: M. Munkhoeva, Y. Kapushev, E. Burnaev, I. Oseledets. *Quadrature-based Features for Kernel
 Approximation.* Advances in Neural Information Processing Systems (NeurIPS), 2018.
@@ -31,6 +31,7 @@ import math
 import time
 
 import torch
+from _output import add_output_arguments, output_folder, write_outputs
 from scipy import stats
 from sklearn import datasets
 
@@ -156,8 +157,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--points", type=int, default=550)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--plot", default=None, help="save the figure to this path")
+    add_output_arguments(parser, "quadrature_features")
     args = parser.parse_args()
+    output = output_folder(parser, args, "quadrature_features") if args.plot else None
     torch.set_num_threads(args.threads)
     torch.set_default_dtype(torch.float64)  # feature maps draw their buffers in the default dtype
     if args.quick:
@@ -169,8 +171,7 @@ def main() -> None:
     print(markdown(results, names, rules_grid))
     print(f"\n{repeats} repeats of {args.points} random points; {time.perf_counter() - start:.1f} s")
     if args.plot:
-        plot(results, names, rules_grid, args.plot)
-        print(f"figure saved to {args.plot}")
+        write_outputs(output, "quadrature_features", draw=lambda path: plot(results, names, rules_grid, path))
 
 
 if __name__ == "__main__":

@@ -14,9 +14,9 @@ test RMSE of the exact indefinite kernel against GRFF and GORF with s = 8d (ridg
 delta-Gaussian, 10 for the spherical kernel: a smaller ridge lets K_hat + sigma^2 I come close to singular), through
 ``gprf.prediction.krein_ridge_mean``.
 
-Run ``python examples/signed_features.py [--plot PATH]`` (about a minute on one CPU thread); ``--plot`` writes the
-figure to PATH (the docs' figure: ``--plot docs/_static/signed_features.png``); ``--quick`` is a smoke run (200 digits,
-2 draws).
+Run ``python examples/signed_features.py [--plot] [--out DIR]`` (about a minute on one CPU thread); ``--plot`` writes
+``signed_features.png`` into ``--out`` (default ./signed_features_output; the docs' figure: ``--out docs/_static
+--plot``); ``--quick`` is a smoke run (200 digits, 2 draws).
 
 Reference: Q. Luo, K. Fang, J. Yang, X. Huang. *Towards Unbiased Random Features with Lower Variance for Stationary
 Indefinite Kernels.* International Joint Conference on Neural Networks (IJCNN), 2021.
@@ -28,6 +28,7 @@ import argparse
 from pathlib import Path
 
 import torch
+from _output import add_output_arguments, output_folder, write_outputs
 from sklearn.datasets import load_diabetes, load_digits
 
 from gprf.features import SignedRandomFeatures, delta_gaussian_spectrum, spherical_polynomial_spectrum
@@ -91,15 +92,36 @@ def ridge_rmse(
     )
 
 
+def plot(tables: dict, path: Path) -> None:
+    """Relative Frobenius error of the iid and orthogonal samplers against s / d, one panel per spectrum."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    for ax, (name, rows) in zip(axes, tables.items(), strict=True):
+        for sampler, label in (("iid", "GRFF (iid)"), ("orthogonal", "GORF (orthogonal)")):
+            means, stds = zip(*rows[sampler], strict=True)
+            ax.errorbar(MULTIPLIERS, means, yerr=stds, marker="o", capsize=3, label=label)
+        ax.set(xscale="log", yscale="log", xlabel="s / d", title=f"{name}, digits (d = 64)")
+        ax.set_xticks(MULTIPLIERS, [f"{m:g}" for m in MULTIPLIERS])
+    axes[0].set_ylabel("relative Frobenius error")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plot", metavar="PATH", help="write the figure to this PNG path (default: no figure)")
+    add_output_arguments(parser, "signed_features")
     parser.add_argument(
         "--quick",
         action="store_true",
         help=f"{QUICK_DIGITS} digits and {QUICK_DRAWS} draws (default: 1000 and {DRAWS})",
     )
     args = parser.parse_args()
+    output = output_folder(parser, args, "signed_features") if args.plot else None
     draws, digits = (QUICK_DRAWS, QUICK_DIGITS) if args.quick else (DRAWS, 1000)
     torch.set_num_threads(1)
     torch.set_default_dtype(torch.float64)
@@ -142,23 +164,7 @@ def main() -> None:
     )
 
     if args.plot:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-        for ax, (name, rows) in zip(axes, tables.items(), strict=True):
-            for sampler, label in (("iid", "GRFF (iid)"), ("orthogonal", "GORF (orthogonal)")):
-                means, stds = zip(*rows[sampler], strict=True)
-                ax.errorbar(MULTIPLIERS, means, yerr=stds, marker="o", capsize=3, label=label)
-            ax.set(xscale="log", yscale="log", xlabel="s / d", title=f"{name}, digits (d = 64)")
-            ax.set_xticks(MULTIPLIERS, [f"{m:g}" for m in MULTIPLIERS])
-        axes[0].set_ylabel("relative Frobenius error")
-        axes[0].legend()
-        fig.tight_layout()
-        fig.savefig(args.plot, dpi=120)
-        print(f"wrote {Path(args.plot).resolve()}")
+        write_outputs(output, "signed_features", draw=lambda path: plot(tables, path))
 
 
 if __name__ == "__main__":

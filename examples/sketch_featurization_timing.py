@@ -17,12 +17,12 @@ measured in the same run:
 * then the scaling in the input dimension: real TensorSRHT and dense Rademacher at
   d in {256, 512, 1024, 2048} with F fixed, with the time divided by ``F log2 d`` and by ``F d``.
 
-Prints markdown tables and writes ``sketch_featurization_timing.md`` and ``sketch_featurization_timing.png``
-to ``--out``. Timings depend on the machine and its load: compare the numbers of one run only.
+Prints markdown tables and writes them to ``sketch_featurization_timing.md`` in ``--out DIR``; ``--plot`` adds
+``sketch_featurization_timing.png``. Timings depend on the machine and its load: compare the numbers of one run only.
 
 Usage::
 
-    python examples/sketch_featurization_timing.py --out results/            # about 2 min on 2 CPU cores
+    python examples/sketch_featurization_timing.py --out results/ --plot     # about 2 min on 2 CPU cores
     python examples/sketch_featurization_timing.py --out results/ --quick    # a few seconds (smoke test)
 """
 
@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 import torch
+from _output import add_output_arguments, output_folder, write_outputs
 
 from gprf.features import PolynomialSketch
 
@@ -191,14 +192,7 @@ def plot(results: dict, dims: list[int], path: Path, args) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--out",
-        "--output",
-        dest="output",
-        type=Path,
-        default=Path("sketch_featurization_timing_output"),
-        help="output directory (default: ./sketch_featurization_timing_output)",
-    )
+    add_output_arguments(parser, "sketch_featurization_timing", tables="sketch_featurization_timing.md")
     parser.add_argument("--quick", action="store_true", help="fewer points and repeats (smoke test)")
     parser.add_argument("--points", type=int, default=None, help="N (default 10000; --quick: 1000)")
     parser.add_argument("--dim", type=int, default=1024, help="input dimension of the main comparison")
@@ -223,6 +217,7 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.threads)
     dtype, device = DTYPES[args.dtype], torch.device(args.device)
 
+    output = output_folder(parser, args, "sketch_featurization_timing")
     start = time.perf_counter()
     header = (
         f"Machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, "
@@ -234,14 +229,13 @@ def main(argv: list[str] | None = None) -> None:
     scaling_text, scaling_results = scaling(args, dtype, device)
     print(scaling_text)
 
-    args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "sketch_featurization_timing.md").write_text(
-        header + "\n" + comparison + "\n" + scaling_text + "\n", encoding="utf-8"
-    )
-    plot(scaling_results, args.scaling_dims, args.output / "sketch_featurization_timing.png", args)
-    print(
-        f"wrote {args.output / 'sketch_featurization_timing.md'} and "
-        f"{args.output / 'sketch_featurization_timing.png'} in {time.perf_counter() - start:.1f} s"
+    draw = (lambda path: plot(scaling_results, args.scaling_dims, path, args)) if args.plot else None
+    write_outputs(
+        output,
+        "sketch_featurization_timing",
+        table=header + "\n" + comparison + "\n" + scaling_text,
+        draw=draw,
+        started=start,
     )
 
 

@@ -17,7 +17,7 @@ Usage::
 
     python examples/streaming_fit.py                   # N = 2e6, d = 8, F = 256: about a minute on 1 thread
     python examples/streaming_fit.py --quick           # smoke run
-    python examples/streaming_fit.py --plot docs/_static/streaming_fit.png
+    python examples/streaming_fit.py --out docs/_static --plot
 """
 
 from __future__ import annotations
@@ -27,9 +27,11 @@ import math
 import resource
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import gpytorch
 import torch
+from _output import add_output_arguments, output_folder, write_outputs
 from gpytorch.kernels import ScaleKernel
 
 from gprf.kernels import RandomFourierKernel
@@ -111,7 +113,7 @@ def check_against_in_memory(model: ExactModel, args: argparse.Namespace, test_x)
     return (streamed[0] - posterior.mean).abs().max().item(), (streamed[1] - posterior.variance).abs().max().item()
 
 
-def plot(curve: list[tuple[int, float]], args: argparse.Namespace, rss: float, seconds: float) -> None:
+def plot(curve: list[tuple[int, float]], args: argparse.Namespace, rss: float, seconds: float, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -125,8 +127,7 @@ def plot(curve: list[tuple[int, float]], args: argparse.Namespace, rss: float, s
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(args.plot, dpi=120)
-    print(f"figure written to {args.plot}")
+    fig.savefig(path, dpi=120)
 
 
 def main() -> None:
@@ -143,8 +144,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="N = 1e5, F = 128: a smoke run")
-    parser.add_argument("--plot", type=str, default=None, help="write the RMSE curve to this PNG file")
+    add_output_arguments(parser, "streaming_fit")
     args = parser.parse_args()
+    output = output_folder(parser, args, "streaming_fit") if args.plot else None
     if args.quick:
         args.num_data, args.features, args.steps, args.check_size, args.checkpoints = 100_000, 128, 20, 5000, [30_000]
     torch.set_num_threads(args.threads)
@@ -174,7 +176,7 @@ def main() -> None:
         f"max |d variance| = {var_gap:.2e}"
     )
     if args.plot:
-        plot(curve, args, rss, seconds)
+        write_outputs(output, "streaming_fit", draw=lambda path: plot(curve, args, rss, seconds, path))
 
 
 if __name__ == "__main__":

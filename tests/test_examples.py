@@ -3,18 +3,21 @@
 ``examples/distributed_training.py`` runs under ``torchrun`` exactly as ``docs/distributed.rst`` shows, and rank 0's
 checkpoint, restored in one process holding every rank's rows, gives the test RMSE the sharded run printed.
 
-Every script's ``--quick`` mode runs to completion from a scratch directory, writes only where it is told (``--out DIR``
-or ``--plot PATH`` inside that directory) and leaves the repository's working tree unchanged. Each example's run is its
-own test (the quick modes take seconds to about a minute each on one thread), marked ``slow`` and ``examples``
-(``pytest -m examples`` runs only these).
+Every script's ``--quick`` mode runs to completion from a scratch directory, writes only into the folder it is told
+(``--out DIR``; ``--plot`` draws ``<example>.png`` there) and leaves the repository's working tree unchanged. Each
+example's run is its own test (the quick modes take seconds to about a minute each on one thread), marked ``slow`` and
+``examples`` (``pytest -m examples`` runs only these). ``examples/_output.py``, their shared ``--out``/``--plot``
+handling, is tested here in-process: the default folder is announced, and refused inside the package or the docs.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +26,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
+
+import gprf
 
 ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTED_TRAINING = ROOT / "examples" / "distributed_training.py"
@@ -98,18 +103,19 @@ def test_distributed_training_under_torchrun_matches_one_process(backend, proces
     assert math.sqrt((mean - test_y).square().mean().item()) == pytest.approx(result["test_rmse"], rel=1e-9)
 
 
-# How each example is told where to write: a directory for its tables and figures, or the path of its one figure.
-WRITES_DIRECTORY = {
+# How each example writes: tables (<example>.md) and, with --plot, its figure into --out; a checkpoint only; nothing.
+WRITES_TABLES = {
     "complex_posterior",
-    "distributed_training",
     "fourier_samplers",
     "maclaurin_regression",
     "polynomial_sketches",
     "sketch_featurization_timing",
 }
+WRITES_CHECKPOINT = {"distributed_training"}
 WRITES_NOTHING = {"large_n_memory"}
 EXTRA_ARGUMENTS = {"distributed_training": ["--processes", "1"]}  # one gloo process: torchrun's two are tested above
-EXAMPLES = sorted(path.stem for path in (ROOT / "examples").glob("*.py"))
+EXAMPLES = sorted(path.stem for path in (ROOT / "examples").glob("*.py") if not path.stem.startswith("_"))
+PLOTTING = sorted(set(EXAMPLES) - WRITES_CHECKPOINT - WRITES_NOTHING)
 
 
 def working_tree_status() -> str:
@@ -119,20 +125,25 @@ def working_tree_status() -> str:
 
 
 def output_arguments(example: str, folder: Path) -> list[str]:
-    if example in WRITES_DIRECTORY:
-        return ["--out", str(folder / "out")]
     if example in WRITES_NOTHING:
         return []
-    return ["--plot", str(folder / "out" / f"{example}.png")]
+    if example in WRITES_CHECKPOINT:
+        return ["--out", str(folder / "out")]
+    return ["--out", str(folder / "out"), "--plot"]
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
-def test_every_example_declares_quick_and_its_output_argument(example, tmp_path):
-    """A new example needs a --quick mode and is told where to write by the argument this file passes it."""
+def test_every_example_declares_quick_and_its_output_arguments(example):
+    """A new example needs a --quick mode; one with a figure takes examples/_output.py's --out DIR and --plot."""
     source = (ROOT / "examples" / f"{example}.py").read_text(encoding="utf-8")
     assert '"--quick"' in source
-    for option in output_arguments(example, tmp_path)[:1]:
-        assert f'"{option}"' in source
+    if example in PLOTTING:
+        assert f'add_output_arguments(parser, "{example}"' in source
+        assert f'output_folder(parser, args, "{example}")' in source
+        assert re.search(rf'write_outputs\(\s*output,\s*"{example}"', source)
+        assert '"--plot"' not in source  # the flag comes from the shared helper, not a path option of its own
+    elif example in WRITES_CHECKPOINT:
+        assert '"--out"' in source
 
 
 @pytest.mark.slow
@@ -157,7 +168,66 @@ def test_quick_mode_runs_and_leaves_the_tree_unchanged(example, tmp_path):
     assert working_tree_status() == before
     # Nothing written to the scratch working directory beside the folder it was pointed at.
     assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]
-    if example in WRITES_DIRECTORY:
-        assert any((tmp_path / "out").iterdir())
-    elif example not in WRITES_NOTHING:
+    written = sorted(path.name for path in (tmp_path / "out").iterdir())
+    if example in PLOTTING:
+        assert written == sorted([f"{example}.png", *([f"{example}.md"] if example in WRITES_TABLES else [])])
         assert (tmp_path / "out" / f"{example}.png").stat().st_size > 0
+        assert f"writing to {tmp_path / 'out'}" in result.stdout
+    elif example in WRITES_CHECKPOINT:
+        assert written == ["model.pt", "result.json"]
+    else:
+        assert written == []
+
+
+# ------------------------------------------------------------------------------- examples/_output.py, in-process
+OUTPUT = _load_example(ROOT / "examples" / "_output.py")
+
+
+def _parsed(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    parser = argparse.ArgumentParser(prog="example")
+    OUTPUT.add_output_arguments(parser, "example", tables="example.md")
+    return parser, parser.parse_args(argv)
+
+
+def test_the_default_folder_is_announced_and_created_in_the_current_directory(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    folder = OUTPUT.output_folder(*_parsed([]), "example")
+    assert folder == Path("example_output")
+    assert (tmp_path / "example_output").is_dir()
+    assert capsys.readouterr().out == "writing to example_output (the default; choose the folder with --out DIR)\n"
+
+
+@pytest.mark.parametrize("inside", [ROOT / "docs" / "_static", Path(gprf.__file__).resolve().parent / "kernels"])
+def test_the_default_folder_is_refused_inside_the_docs_or_the_package(inside, monkeypatch, capsys):
+    before = sorted(inside.iterdir())
+    monkeypatch.chdir(inside)
+    with pytest.raises(SystemExit):
+        OUTPUT.output_folder(*_parsed(["--plot"]), "example")
+    assert "the default output folder ./example_output would be inside" in capsys.readouterr().err
+    assert sorted(inside.iterdir()) == before
+
+
+def test_an_explicit_folder_may_be_the_docs_figures(monkeypatch, capsys):
+    # The documented way to regenerate a docs figure: --out docs/_static --plot (the folder exists: nothing created).
+    monkeypatch.chdir(ROOT)
+    assert OUTPUT.output_folder(*_parsed(["--out", "docs/_static", "--plot"]), "example") == Path("docs/_static")
+    assert capsys.readouterr().out == "writing to docs/_static\n"
+
+
+def test_a_file_in_place_of_the_folder_is_a_parser_error(tmp_path, capsys):
+    (tmp_path / "taken").write_text("")
+    with pytest.raises(SystemExit):
+        OUTPUT.output_folder(*_parsed(["--out", str(tmp_path / "taken")]), "example")
+    assert f"argument --out: {str(tmp_path / 'taken')!r} exists and is not a folder" in capsys.readouterr().err
+
+
+def test_plot_writes_the_figure_into_the_folder(tmp_path, capsys):
+    parser, args = _parsed(["--out", str(tmp_path / "out"), "--plot"])
+    assert args.plot is True
+    folder = OUTPUT.output_folder(parser, args, "example")
+    written = OUTPUT.write_outputs(folder, "example", table="| a |", draw=lambda path: path.write_bytes(b"png"))
+    assert written == [tmp_path / "out" / "example.md", tmp_path / "out" / "example.png"]
+    assert (tmp_path / "out" / "example.md").read_text() == "| a |\n"
+    assert (tmp_path / "out" / "example.png").read_bytes() == b"png"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]
+    assert capsys.readouterr().out.splitlines()[-1] == f"wrote {written[0]} and {written[1]}"

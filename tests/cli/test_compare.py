@@ -12,10 +12,12 @@ import torch
 
 from gprf.cli import main
 from gprf.cli.approximations import APPROXIMATIONS, Approximation, methods_for_kernel
-from gprf.cli.compare import parse_methods
+from gprf.cli.compare import CompareReport, MethodResult, parse_methods, report_figure
 from gprf.cli.options import CLIError
+from gprf.cli.report import format_number
 from gprf.kernels import RandomFourierKernel
 from tests.helpers.command_line import TINY_COMPARE, cli_error, table_rows, write_csv
+from tests.helpers.figures import assert_readable, labelled_ticks
 
 
 def test_compare_reports_every_method_with_finite_numbers(capsys, tmp_path):
@@ -199,3 +201,24 @@ def test_parse_methods_validates_names_kernels_and_feature_counts(monkeypatch):
     with pytest.raises(CLIError, match="'rbfonly' cannot approximate --kernel matern12"):
         parse_methods("rbfonly", "matern12", 8)
     assert "rbfonly" not in parse_methods(None, "matern12", 8)
+
+
+@pytest.mark.parametrize("repeats", [1, 3])
+def test_the_plot_has_labelled_ticks_and_no_overlapping_labels(repeats):
+    """Every rbf method's name (``maclaurin-srht-complex`` the longest) beside its bars, none running into another."""
+    pytest.importorskip("matplotlib")
+    names = methods_for_kernel("rbf")
+    generator = torch.Generator().manual_seed(0)
+    results = [MethodResult("exact")]
+    for name in names:
+        results.append(MethodResult(name, num_features=64))
+        for key in ("kl", "frobenius"):
+            draws = 0.05 + 0.3 * torch.rand(repeats, generator=generator, dtype=torch.float64)
+            results[-1].draws[key] = draws.tolist()
+    config = {"repeats": repeats, "kernel": "rbf", "features": 64}
+    figure = report_figure(CompareReport(meta={"config": config, "dataset": {"name": "diabetes"}}, results=results))
+    assert_readable(figure)
+    bars_axes, _ = figure.axes
+    assert labelled_ticks(bars_axes.yaxis) == names  # top to bottom in the report's order
+    # The value labels are the means, three significant digits.
+    assert [text.get_text() for text in bars_axes.texts] == [format_number(r.mean("kl"), 3) for r in results[1:]]
