@@ -5,11 +5,11 @@ budget buys few of them; a random-feature step on a row subsample costs a tiny f
 budget on both:
 
 1. **surrogate**: for the time of this stage every ``PreconditionedKernel`` of the model is replaced by the
-   random-feature kernel of its base kernel with as many features (:meth:`~gprf.kernels.PreconditionedKernel.
-   random_feature_kernel`, which shares the base kernel's very ``Parameter`` objects and priors), and the
-   random-feature recipe of :func:`gprf.fit_mll` runs on the model: nested small-:math:`F` tuning on a row
-   subsample, then the exact refit of outputscale, noise and mean at full :math:`F` — with at most
-   :data:`SURROGATE_SHARE` of the budget;
+   random-feature kernel of its base kernel with as many features
+   (:meth:`~gprf.kernels.PreconditionedKernel.random_feature_kernel`, which shares the base kernel's very
+   ``Parameter`` objects and priors), and the random-feature recipe of :func:`gprf.fit_mll` runs on the model:
+   nested small-:math:`F` tuning on a row subsample, then the exact refit of outputscale, noise and mean at full
+   :math:`F` — with at most :data:`SURROGATE_SHARE` of the budget;
 2. **exact**: Adam steps on the exact marginal likelihood (conjugate gradients and stochastic Lanczos quadrature,
    preconditioned by the kernel's feature root) with the time left. Each step is timed, and a step starts only
    while the time left covers the longest so far, so the budget is overshot by at most one step misjudged. The

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 import pytest
 import torch
 
-#: The seed of the kit's draws: two feature maps (or kernels) built with it in two places hold the same draws.
+#: The seed of the kit's draws; two feature maps (or kernels) built with it in two places hold the same draws.
 SEED = 1234
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
