@@ -72,8 +72,8 @@ nitpick_ignore = [
 ]
 
 # Annotations that autodoc renders as written (GPyTorch's and BoTorch's signatures that gprf classes inherit, and
-# gprf's own under ``from __future__ import annotations``) name classes by their imported short names: the
-# documented objects they stand for.
+# gprf's own under ``from __future__ import annotations``) name classes and gprf's type aliases by their imported
+# short names: the documented objects they stand for.
 SHORT_NAMES = {
     "Tensor": "torch.Tensor",
     "Module": "torch.nn.Module",
@@ -92,16 +92,22 @@ SHORT_NAMES = {
     "MultiTaskGP": "botorch.models.multitask.MultiTaskGP",
     "SamplePath": "botorch.sampling.pathwise.paths.SamplePath",
     "Number": "numbers.Number",
+    "BudgetOverride": "gprf.conversion.budget.BudgetOverride",
+    "FeatureFunction": "gprf.linalg.chunked_gram.FeatureFunction",
 }
 
 
 def resolve_short_name(app, env, node, contnode):
-    """Resolve a short annotation name of :data:`SHORT_NAMES` through the inventories (``missing-reference``)."""
+    """Resolve a short annotation name of :data:`SHORT_NAMES` (``missing-reference``): gprf's through these pages,
+    the others through the inventories."""
     target = SHORT_NAMES.get(node.get("reftarget"))
     if node.get("refdomain") != "py" or target is None:
         return None
     full = node.deepcopy()
     full["reftarget"] = target
+    if target.startswith("gprf."):
+        python = env.get_domain("py")
+        return python.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], target, full, contnode)
     return missing_reference(app, env, full, contnode)
 
 
@@ -111,11 +117,6 @@ def setup(app):
 
 # -- Autodoc / napoleon --------------------------------------------------------------------------------
 autodoc_typehints = "description"
-# gprf's type aliases, named in annotations by their short names: rendered as the alias, linked to its entry.
-autodoc_type_aliases = {
-    "BudgetOverride": "gprf.conversion.budget.BudgetOverride",
-    "FeatureFunction": "gprf.linalg.chunked_gram.FeatureFunction",
-}
 autodoc_member_order = "bysource"
 # Only gprf's own docstrings: methods that override GPyTorch/torch methods without a docstring of their
 # own are not documented with the parent's text.

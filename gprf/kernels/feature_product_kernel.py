@@ -159,7 +159,7 @@ class FeatureProductKernel(FeatureKernelOfParts):
         super().__init__(**kwargs)
         self.kernels = torch.nn.ModuleList(kernels)
         self.num_features = num_features
-        #: How the factors' roots are combined: ``"kronecker"``, ``"joint"`` or ``"permutation"`` (``"auto"``
+        #: How the factors' roots are combined, ``"kronecker"``, ``"joint"`` or ``"permutation"`` (``"auto"``
         #: resolved at construction).
         self.method = self._resolve_method(method, num_features)
         self.seed = seed

@@ -30,8 +30,9 @@ from gprf.settings import factor_dtype, feature_chunk_size
 #: Measured constant :math:`c` of the error estimate :math:`c\,u\max_j G_{jj}` of a Gram formed with
 #: lower-precision products (:func:`lower_precision_gram_error`).
 GRAM_ERROR_CONSTANT = 2.0
-#: The largest estimated relative error of the predictions that lower-precision Gram products may bring: a quarter
-#: of the 1e-6 that float32 models keep against float64 arithmetic, the rest left to the float32 roots and outputs.
+#: The largest estimated relative error of the predictions that lower-precision Gram products may bring, a quarter
+#: of the 1e-6 that float32 models keep against float64 arithmetic (the rest is left to the float32 roots and
+#: outputs).
 GRAM_ERROR_TOLERANCE = 2.5e-7
 #: Unit roundoff of float32 matrix products under ``torch.get_float32_matmul_precision()``: IEEE float32, TF32's
 #: 10-bit mantissa ("high"), bfloat16's 7 bits ("medium").

@@ -86,9 +86,9 @@ class SufficientStatistics:
 
     ``fingerprint`` ``(*batch, F + 2)`` is the model at a fixed probe input (``probe_inputs(input_dim)``, with
     ``input_dim`` the raw input dimension): the scaled feature root, the likelihood's own noise variance and the prior
-    mean (:data:`FINGERPRINT_PARTS`). It is not summed: it identifies the random features, hyperparameters, noise and
-    mean the sums were taken with, so that statistics of different models are never added (:meth:`merge`,
-    :func:`~gprf.streaming.all_reduce_statistics`) or used for prediction with another kernel or mean
+    mean (:data:`~gprf.streaming.statistics.FINGERPRINT_PARTS`). It is not summed: it identifies the random features,
+    hyperparameters, noise and mean the sums were taken with, so that statistics of different models are never added
+    (:meth:`merge`, :func:`~gprf.streaming.all_reduce_statistics`) or used for prediction with another kernel or mean
     (:class:`~gprf.streaming.StreamingPredictor`). Each part is compared relative to its own magnitude.
     """
 
