@@ -215,9 +215,13 @@ class feature_chunk_size(_Setting):
         ...     loss = -mll(model(train_x), train_y)
     """
 
+    #: Entries :math:`NF` from which ``"auto"`` chunks a root.
     AUTO_MIN_ELEMENTS = 2**27
+    #: Entries of an automatic chunk of the marginal likelihood (and of the chunked sums on a GPU).
     CHUNK_ELEMENTS = 2**23
+    #: Entries of an automatic chunk of the sums without a backward pass on the CPU (:meth:`chunked`).
     SUMS_CHUNK_ELEMENTS = 2**20
+    #: Rows of an automatic chunk at least.
     MIN_CHUNK_ROWS = 256
     _value: ClassVar[int | bool | str] = "auto"
 

@@ -1,7 +1,7 @@
 r"""How many random features a GP needs for :math:`N` points in :math:`d` dimensions, and a warning for loops that
 refit oversized models.
 
-:func:`suggest_num_features` gives
+:func:`gprf.suggest_num_features` gives
 
 .. math::
     F = \mathrm{clip}\big(2N,\; 32\,d,\; 64\,d\big), \text{ rounded up to an even number,}
@@ -36,7 +36,8 @@ import weakref
 
 from gprf.exceptions import OversizedFeaturesWarning
 
-#: :func:`suggest_num_features`'s defaults: features per training point, and per input dimension at least and at most.
+#: The defaults of :func:`gprf.suggest_num_features`: features per training point, and per input dimension at least
+#: and at most.
 POINTS_RATIO = 2.0
 MIN_PER_DIM = 32
 MAX_PER_DIM = 64

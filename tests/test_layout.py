@@ -30,8 +30,11 @@ EXEMPT = {"__init__.py", "__main__.py"}
 #: tested in ``tests/benchmarks/test_<module>.py``; ``benchmarks/__main__.py`` is covered by
 #: ``tests/benchmarks/test_bench.py``.
 SOURCE_TREES = {ROOT / "gprf": ROOT / "tests", ROOT / "benchmarks": ROOT / "tests" / "benchmarks"}
-#: Tests of the repository rather than of a module: this file, what the built package holds, and the example scripts.
-REPOSITORY_TESTS = {ROOT / "tests" / name for name in ("test_layout.py", "test_packaging.py", "test_examples.py")}
+#: Tests of the repository rather than of a module: this file, what the built package holds, the example scripts and
+#: the documentation's API pages.
+REPOSITORY_TESTS = {
+    ROOT / "tests" / name for name in ("test_layout.py", "test_packaging.py", "test_examples.py", "test_docs.py")
+}
 #: The adversarial suite: one file per public entry point, across modules.
 ADVERSARIAL = ROOT / "tests" / "adversarial"
 

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from torch.nn import Module
 
+#: The type of the module :func:`frozen_copy` copies, which is the type of the copy.
 ModuleT = TypeVar("ModuleT", bound=Module)
 
 

@@ -84,7 +84,7 @@ def kernel_feature_paths(
 
     :math:`\tilde\phi` is the whole covariance module's root (:class:`~gprf.botorch.KernelRootFeatureMap`, refusing
     points whose width is not that of the model's transformed training inputs), :math:`w` comes from
-    :func:`path_weights` (broadcast over any batch dimension the training data has beyond the kernel's:
+    :func:`~gprf.botorch.path_weights` (broadcast over any batch dimension the training data has beyond the kernel's:
     :func:`broadcast_over_data_batch`), and the path holds frozen copies of the model parts it reads
     (:mod:`gprf.botorch.frozen`): its mean :math:`\mu`, input transform and, with ``untransform_outcomes``, outcome
     untransform. Nothing else of the model is evaluated; the only random numbers drawn are the weights.
@@ -94,8 +94,9 @@ def kernel_feature_paths(
         sample_shape: Sizes of the sample dimensions.
         num_features, map_generator, weight_generator: BoTorch's options of ``draw_kernel_feature_paths``: a
             caller's ``map_generator`` is called as BoTorch calls it (``kernel``, ``num_inputs`` the untransformed
-            width, ``num_outputs=num_features``), and ``weight_generator(shape)`` replaces :func:`path_weights`.
-            ``num_features`` is otherwise ignored: the kernel's own features fix the model's covariance.
+            width, ``num_outputs=num_features``), and ``weight_generator(shape)`` replaces
+            :func:`~gprf.botorch.path_weights`. ``num_features`` is otherwise ignored: the kernel's own features fix the
+            model's covariance.
         untransform_outcomes: Whether the paths give values on the outcome scale (the model's outcome untransform);
             ``False`` leaves them in the model's transformed space, for the prior part of a Matheron path.
 

@@ -9,17 +9,17 @@ at the best point observed, with side lengths
     L\,\frac{\ell_j}{(\prod_k \ell_k)^{1/d}}, \qquad j = 1, \dots, d,
 
 proportional to the model's ARD lengthscales :math:`\ell` (normalised to geometric mean 1) and clipped to the unit
-cube. The base length :math:`L` doubles after ``success_tolerance`` consecutive batches that improve the best value
-and halves after ``failure_tolerance`` consecutive batches that do not; below ``min_length`` the region has
-collapsed and the search should restart (:attr:`TrustRegion.restart_needed`). Candidates are scrambled Sobol points
-in the box of which only a random subset of coordinates (each with probability :math:`\min(1, 20/d)`) moves away
-from the centre, as in TuRBO, so that in many dimensions most candidates stay close to the best point.
+cube. The base length :math:`L` doubles after ``success_tolerance`` consecutive batches that improve the best value and
+halves after ``failure_tolerance`` consecutive batches that do not; below ``min_length`` the region has collapsed and
+the search should restart (:attr:`~gprf.botorch.TrustRegion.restart_needed`). Candidates are scrambled Sobol points in
+the box of which only a random subset of coordinates (each with probability :math:`\min(1, 20/d)`) moves away from the
+centre, as in TuRBO, so that in many dimensions most candidates stay close to the best point.
 
-:func:`thompson_sample` then draws one posterior sample path per batch point with BoTorch's ``draw_matheron_paths``
-(for gprf models: the kernel's own features and the update in weight space, :mod:`gprf.botorch.matheron`) and
-takes each path's best candidate not taken by an earlier path. Nothing here is specific to gprf models beyond the
-lengthscale lookup; with a gprf model a batch of 100 paths over thousands of candidates costs
-:math:`O(NF^2 + F^3 + SF^2 + SCF)` and no :math:`N\times N` or :math:`S\times N` matrix.
+:func:`~gprf.botorch.thompson_sample` then draws one posterior sample path per batch point with BoTorch's
+``draw_matheron_paths`` (for gprf models: the kernel's own features and the update in weight space,
+:mod:`gprf.botorch.matheron`) and takes each path's best candidate not taken by an earlier path. Nothing here is
+specific to gprf models beyond the lengthscale lookup; with a gprf model a batch of 100 paths over thousands of
+candidates costs :math:`O(NF^2 + F^3 + SF^2 + SCF)` and no :math:`N\times N` or :math:`S\times N` matrix.
 
 Reference:
     D. Eriksson, M. Pearce, J. R. Gardner, R. D. Turner, M. Poloczek. *Scalable Global Optimization via Local

@@ -1,4 +1,4 @@
-"""Approximating GPyTorch kernel expressions by gprf feature kernels: :func:`random_features`, its budget rule and
+"""Approximating GPyTorch kernel expressions by gprf feature kernels: :func:`gprf.random_features`, its budget rule and
 the registry of per-kernel-type translations."""
 
 from gprf.conversion.budget import Budget, split_evenly

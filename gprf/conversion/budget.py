@@ -29,6 +29,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 from gpytorch.kernels import Kernel
 
+#: The ``budget`` argument of :func:`gprf.random_features`: ``None`` (the rule alone), a dict ``{path: F}`` of
+#: per-part overrides (paths as in ``kernel.named_modules()``), or a callable ``budget(path, kernel, proposed)``
+#: returning the part's number of features.
 BudgetOverride = Mapping[str, int] | Callable[[str, Kernel, int], int] | None
 
 

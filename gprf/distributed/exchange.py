@@ -48,7 +48,7 @@ STEPS = (
     "Thompson batch",
     "model state",
 )
-#: Numbers in every header: the step's code, the failure flag, then the agreed and the own numbers of the step.
+#: Numbers in every header (the step's code, the failure flag, then the agreed and the own numbers of the step).
 HEADER_SIZE = 16
 _FIXED_FIELDS = 2
 #: Codes of the dtypes and device types in a header (anything else gets the code after the last).

@@ -10,7 +10,7 @@ r""":func:`gprf.fit_mll` on rows sharded over ranks: the recipe's questions answ
   :meth:`~gprf.fitting.FeatureSums.from_chunks`) before the eigendecomposition, so every rank fits the outputscale,
   noise and constant mean of the whole data to the same values;
 * the end-of-fit check factors the capacitance of the whole data (the sums of
-  :func:`~gprf.distributed.prediction.sharded_statistics`). The refit's Gram matrix is not handed to the model's
+  :func:`~gprf.distributed.sharded_statistics`). The refit's Gram matrix is not handed to the model's
   prediction cache (:mod:`gprf.fitting.handover`): the model's own cache is built from its training inputs, this
   rank's rows, so a posterior of every rank's rows in it would last only until the model next rebuilds its cache, and
   its predictions would depend on when that happens. Predictions from all the rows are

@@ -45,10 +45,10 @@ class FeatureMapBase(torch.nn.Module, ABC):
 
     **Nested draws.** Maps whose draws can nest (:meth:`resized`) read their draws from a stream
     (:mod:`gprf.features.nested`): they set :attr:`nesting_refusal` to ``None`` for their configuration, implement
-    :meth:`_stream_draws` and :meth:`_stream_units`, and draw with :meth:`_draw_streams`.
+    :meth:`_member_stream_draws` and :meth:`_stream_units`, and draw with :meth:`_draw_streams`.
     """
 
-    # Why this map cannot be resized (None: it can); maps that nest set it per configuration before drawing.
+    #: Why this map cannot be resized (``None`` if it can); maps that nest set it per configuration before drawing.
     nesting_refusal: str | None = "its draws are not read from a nested stream"
 
     def __init__(
@@ -68,7 +68,7 @@ class FeatureMapBase(torch.nn.Module, ABC):
             raise TypeError(f"seed must be an int or None, got {seed!r}.")
         self.seed = seed
         self._random_buffer_names: list[str] = []
-        # A fresh value whenever the draws change, so caches built on old features can notice (no host sync).
+        #: A fresh value whenever the draws change, so caches built on old features can notice (no host sync).
         self.draw_version = next_draw_version()
 
     # ------------------------------------------------------------------ randomness

@@ -106,8 +106,9 @@ def _identity_dual(rho: Tensor) -> Tensor:
 class DualActivation:
     r"""A dual activation :math:`\hat\sigma(\rho) = \sum_n b_n\rho^n` with :math:`b_n\ge0`, :math:`\sum_n b_n = 1`.
 
-    Build one with :meth:`relu`, :meth:`exponential`, :meth:`identity` or :meth:`from_coefficients`, or pass a
-    name or a coefficient list wherever a skeleton expects an activation (:func:`as_dual_activation`).
+    Build one with :meth:`relu`, :meth:`exponential`, :meth:`identity` or :meth:`from_coefficients`, or pass a name or a
+    coefficient list wherever a skeleton expects an activation
+    (:func:`~gprf.features.dual_activations.as_dual_activation`).
 
     Attributes:
         name: ``"relu"``, ``"exponential"``, ``"identity"`` or ``"polynomial"``.
@@ -139,7 +140,7 @@ class DualActivation:
 
         Args:
             tolerance: Tail mass of the series dropped from the degree law (the features are unbiased for the
-                truncated series, within ``2 * tolerance`` of the closed form, which :meth:`__call__` evaluates).
+                truncated series, within ``2 * tolerance`` of the closed form, which calling the activation evaluates).
             max_degree: Truncate and renormalise the series at this degree instead: the target becomes that
                 polynomial (no closed form), whose degree law has finite moments (finite feature variance).
         """

@@ -103,7 +103,7 @@ class QuadratureFeatures(FeatureMap):
     :math:`p = 2^{\lceil\log_2 d\rceil}` (the rule then integrates over :math:`N(0, I_p)`, whose first ``d``
     coordinates are :math:`N(0, I_d)`); :math:`Qv_j` is only approximately uniform on the sphere, so the
     estimate is unbiased up to that approximation. The node projections :math:`v_j^\top(Qx)` are computed
-    in :math:`O(d)` by :func:`gprf.ops.simplex.simplex_project`.
+    in :math:`O(d)` by :func:`gprf.ops.simplex_project`.
 
     **Low dimensions.** The node weights have finite variance only for :math:`p > 2`
     (:math:`E[\rho^{-4}] = \infty` for :math:`\rho\sim\chi_{p+2}`, :math:`p \le 2`): for ``"rbf"`` and

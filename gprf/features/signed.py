@@ -35,10 +35,10 @@ class SignedRandomFeatures(SignedFeatureMap):
 
     with the two real roots :math:`a(x) = \sqrt{\lVert\mu_+\rVert/s}\,[\cos(W_+^\top x), \sin(W_+^\top x)]` and
     :math:`b(x) = \sqrt{\lVert\mu_-\rVert/s}\,[\cos(W_-^\top x), \sin(W_-^\top x)]` (``2s`` columns each).
-    :meth:`forward` returns ``(A, B)``; the kernel matrix is :math:`AA^\top - BB^\top`, which has no real root
-    (a :class:`~gprf.features.SignedFeatureMap`, not a :class:`~gprf.features.FeatureMap`).
+    :meth:`~gprf.features.SignedFeatureMap.forward` returns ``(A, B)``; the kernel matrix is :math:`AA^\top - BB^\top`,
+    which has no real root (a :class:`~gprf.features.SignedFeatureMap`, not a :class:`~gprf.features.FeatureMap`).
     :math:`E\hat k = k` (Luo et al. 2021, Thm. 4), or the kernel of the truncated measure for truncated spectra
-    (:meth:`expected_kernel`).
+    (:meth:`~gprf.features.FeatureMapBase.expected_kernel`).
 
     Samplers (frequencies are a direction times a norm from the part's radial law):
 
@@ -128,7 +128,7 @@ class SignedRandomFeatures(SignedFeatureMap):
     # ------------------------------------------------------------------ features
     @property
     def root_dim(self) -> int:
-        """Columns of each root: ``2 * num_features`` (a cosine and a sine per frequency)."""
+        """Columns of each root, ``2 * num_features`` (a cosine and a sine per frequency)."""
         return 2 * self.num_features
 
     def _featurize(self, x: Tensor) -> tuple[Tensor, Tensor]:

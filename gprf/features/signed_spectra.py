@@ -14,10 +14,10 @@ here are radial, :math:`d\mu(w) = p(\lVert w\rVert)\,dw`, so a frequency is a un
 a norm drawn from the one-dimensional law :math:`\propto w^{d-1}\,p_\pm(w)` — the factor :math:`w^{d-1}`
 (the surface of the sphere of radius :math:`w`) is the radial Jacobian.
 
-* :func:`delta_gaussian_spectrum`: :math:`k(z) = \sum_i a_i e^{-z^2/2\sigma_i^2}`, a signed mixture of
+* :func:`~gprf.features.delta_gaussian_spectrum`: :math:`k(z) = \sum_i a_i e^{-z^2/2\sigma_i^2}`, a signed mixture of
   :math:`N(0, \sigma_i^{-2}I)`, sampled exactly (component, then :math:`\chi_d/\sigma_i`).
-* :func:`spherical_polynomial_spectrum`: :math:`k(z) = (1 - z^2/a^2)^p` on the unit sphere (Pennington et al.
-  2015; Luo et al. 2021, eq. 18), a Bessel-function density sampled by a numerical inverse CDF on a truncated
+* :func:`~gprf.features.spherical_polynomial_spectrum`: :math:`k(z) = (1 - z^2/a^2)^p` on the unit sphere (Pennington et
+  al. 2015; Luo et al. 2021, eq. 18), a Bessel-function density sampled by a numerical inverse CDF on a truncated
   radius.
 
 References:
@@ -220,16 +220,18 @@ class SphericalPolynomialSpectrum(SignedRadialSpectrum):
     :math:`\int|\rho|` is finite only when every term with a non-zero coefficient has :math:`i > (d-1)/2`
     (e.g. :math:`a = 2` and :math:`p \ge d/2`). The measure is restricted to :math:`\lVert w\rVert \le W`
     (``truncation``); the features are then unbiased for the kernel of the truncated measure
-    (:meth:`expected_profile`), and :meth:`truncation_bias` reports :math:`k(z) - k_W(z)`. When the total variation
-    diverges a truncation radius is required, and the bias at :math:`z = 0` grows with :math:`W` (the Fourier
+    (:meth:`~gprf.features.SignedRadialSpectrum.expected_profile`), and
+    :meth:`~gprf.features.SignedRadialSpectrum.truncation_bias` reports :math:`k(z) - k_W(z)`. When the total
+    variation diverges a truncation radius is required, and the bias at :math:`z = 0` grows with :math:`W` (the Fourier
     inversion of a ball's indicator diverges at its centre in :math:`d \ge 3`): choose :math:`W` and check the
     reported bias. When it converges and ``truncation`` is omitted, :math:`W` is chosen so that Landau's bound
     :math:`|J_\nu(x)| \le 0.7858\,x^{-1/3}` puts the neglected total variation (a uniform bound on the bias,
     :attr:`tail_variation_bound`) below ``1e-3``.
 
     Norms are drawn by inverting the cumulative trapezoid integral of :math:`\rho_\pm` on a grid of step 0.005
-    (construction time only); :meth:`part_profile` integrates the same discretised law, so the estimator is
-    unbiased for :meth:`expected_profile` up to the :math:`O(h^2)` midpoint error (below 1e-5).
+    (construction time only); :meth:`~gprf.features.SignedRadialSpectrum.part_profile` integrates the same
+    discretised law, so the estimator is unbiased for :meth:`~gprf.features.SignedRadialSpectrum.expected_profile`
+    up to the :math:`O(h^2)` midpoint error (below 1e-5).
 
     References:
         * J. Pennington, F. X. Yu, S. Kumar. *Spherical Random Features for Polynomial Kernels.* Advances in Neural

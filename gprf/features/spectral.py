@@ -122,8 +122,8 @@ SPECTRA: dict[str, StationarySpectrum] = {
 
 
 def stationary_spectrum(kernel: str | StationarySpectrum) -> StationarySpectrum:
-    """The spectrum a map is built for: a built-in one by name (:data:`SPECTRA`), or a :class:`StationarySpectrum`
-    of a new stationary family."""
+    """The spectrum a map is built for: a built-in one by name (:data:`gprf.features.SPECTRA`), or a
+    :class:`StationarySpectrum` of a new stationary family."""
     if isinstance(kernel, StationarySpectrum):
         return kernel
     return SPECTRA[check_choice(kernel, "kernel", tuple(SPECTRA))]

@@ -35,10 +35,11 @@ import torch
 
 from gprf.fitting.scale_statistics import FeatureSums
 
-#: Rows and features (per nested kernel) of the timed probe at most, and of its untimed warm-up. The probe takes at
-#: most an eighth of the rows and a quarter of the features, so it costs at most 1/128 of the refit's Gram matrix
-#: and 1/64 of its cubic steps.
+#: Rows and features (per nested kernel) of the timed probe at most. The probe takes at most an eighth of the rows
+#: and a quarter of the features, so it costs at most 1/128 of the refit's Gram matrix and 1/64 of its cubic steps.
 PROBE_ROWS, PROBE_FEATURES = 2048, 1024
+#: Rows and features of the untimed warm-up before the probe (the first call of a BLAS or LAPACK routine pays its
+#: start-up).
 WARM_UP_ROWS, WARM_UP_FEATURES = 128, 128
 #: Size of the float64 matrix (128 MiB, beyond a core's cache) and number of matrix-vector products that measure the
 #: memory bandwidth the tridiagonalisation of a large Gram matrix is bound by.
@@ -149,9 +150,9 @@ def probe_refit_cost(
     :math:`F^3` steps on them. Both run once untimed on :data:`WARM_UP_ROWS` rows and a leading block of
     :data:`WARM_UP_FEATURES` features, then timed: the sums of ``rows`` rows twice (the slower counts: the load of
     a shared machine varies) and the :math:`F^3` steps on their leading ``block`` features. On the CPU, :math:`c_E`
-    is at least the memory-bound rate of a Gram matrix of the model's ``total`` features
-    (:func:`_memory_cubic_rate`); on other devices the :math:`F^3` steps are timed on a positive definite matrix of
-    ``total`` features, up to :data:`ACCELERATOR_CUBIC_PROBE_SIZE`.
+    is at least the memory-bound rate of a Gram matrix of the model's ``total`` features (timed matrix-vector products
+    on a matrix of that size, up to :data:`MEMORY_PROBE_SIZE`); on other devices the :math:`F^3` steps are timed on a
+    positive definite matrix of ``total`` features, up to :data:`ACCELERATOR_CUBIC_PROBE_SIZE`.
     """
     decompose(_leading_block(form_sums(WARM_UP_ROWS), WARM_UP_FEATURES))
     timings = [_timed(lambda: form_sums(rows), device) for _ in range(2)]

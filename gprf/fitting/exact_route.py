@@ -5,11 +5,11 @@ budget buys few of them; a random-feature step on a row subsample costs a tiny f
 budget on both:
 
 1. **surrogate**: for the time of this stage every ``PreconditionedKernel`` of the model is replaced by the
-   random-feature kernel of its base kernel with as many features (:meth:`~gprf.kernels.PreconditionedKernel.
-   random_feature_kernel`, which shares the base kernel's very ``Parameter`` objects and priors), and the
-   random-feature recipe of :func:`gprf.fit_mll` runs on the model: nested small-:math:`F` tuning on a row
-   subsample, then the exact refit of outputscale, noise and mean at full :math:`F` — with at most
-   :data:`SURROGATE_SHARE` of the budget;
+   random-feature kernel of its base kernel with as many features
+   (:meth:`~gprf.kernels.PreconditionedKernel.random_feature_kernel`, which shares the base kernel's very
+   ``Parameter`` objects and priors), and the random-feature recipe of :func:`gprf.fit_mll` runs on the model:
+   nested small-:math:`F` tuning on a row subsample, then the exact refit of outputscale, noise and mean at full
+   :math:`F` — with at most :data:`SURROGATE_SHARE` of the budget;
 2. **exact on a subsample**: Adam steps on the exact marginal likelihood of :data:`EXACT_TUNE_ROWS` seeded rows
    (a Cholesky factorisation: at most :data:`EXACT_TUNE_STEPS` steps, until :data:`EXACT_TUNE_SHARE` of the budget
    has passed);

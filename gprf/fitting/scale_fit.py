@@ -3,7 +3,7 @@ r"""Exact fit of a random-feature GP's outputscale, noise and constant mean at f
 At fixed lengthscales the features :math:`\Phi` are fixed, and the exact marginal likelihood of
 :math:`y \sim N(c\mathbf 1 + m_0, s\Phi\Phi^\top + \sigma^2 I)` is an :math:`O(F)` function of
 :math:`(s, \sigma^2, c)` once :math:`\Phi^\top\Phi` is eigendecomposed
-(:class:`~gprf.fitting.ScaleStatistics`). :func:`fit_scale_hyperparameters` builds those statistics from a
+(:class:`~gprf.fitting.ScaleStatistics`). :func:`~gprf.fitting.fit_scale_hyperparameters` builds those statistics from a
 GPyTorch model in row chunks and maximises the marginal likelihood (plus the log priors of these parameters) over
 the *raw* parameters, through their constraints, with :math:`c` profiled out in closed form where it can be.
 """
@@ -330,8 +330,8 @@ def fit_scale_with_sums(
     max_iter: int = 100,
     reduce_sums: SumsReduction | None = None,
 ) -> tuple[ScaleFitResult, FeatureSums]:
-    """:func:`fit_scale_hyperparameters`, also returning the :class:`~gprf.fitting.FeatureSums` it formed (the
-    Gram matrix the prediction cache needs too: :mod:`gprf.fitting.handover`); with ``reduce_sums``, those of all
+    """:func:`~gprf.fitting.fit_scale_hyperparameters`, also returning the :class:`~gprf.fitting.FeatureSums` it formed
+    (the Gram matrix the prediction cache needs too: :mod:`gprf.fitting.handover`); with ``reduce_sums``, those of all
     the processes' rows."""
     parameters = _ScaleParameters.from_mll(mll)
     max_iter = check_positive_int(max_iter, "max_iter")

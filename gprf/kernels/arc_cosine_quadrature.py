@@ -79,7 +79,7 @@ class ArcCosineQuadratureKernel(RandomFeatureKernel):
 
     @property
     def order(self) -> int:
-        """0 or 1: the map's arc-cosine kernel."""
+        """The order of the map's arc-cosine kernel, 0 or 1."""
         return _ORDERS[self.feature_map.kernel]
 
     def _set_lengthscale(self, value) -> None:

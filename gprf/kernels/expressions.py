@@ -3,9 +3,9 @@ r"""Which GPyTorch kernel expressions evaluate to a feature root, and how many c
 A gprf feature kernel evaluates to a feature root, alone or inside ``ScaleKernel``; GPyTorch's ``AdditiveKernel`` of
 such expressions concatenates their roots, and its ``ProductKernel`` multiplies them (:mod:`gprf.linalg.root_algebra`):
 by the product kernel's own features for two roots of known origin (:mod:`gprf.kernels.root_products`), by the exact
-Kronecker product when a factor is a task ``IndexKernel`` or has no random draws. :func:`root_columns` follows the
-same rules without evaluating the kernel, so consumers that size weights before evaluating (BoTorch's sample paths)
-agree with the evaluated root.
+Kronecker product when a factor is a task ``IndexKernel`` or has no random draws. :func:`~gprf.kernels.root_columns`
+follows the same rules without evaluating the kernel, so consumers that size weights before evaluating (BoTorch's sample
+paths) agree with the evaluated root.
 """
 
 from __future__ import annotations

@@ -87,7 +87,8 @@ class FeatureProductKernel(FeatureKernelOfParts):
       ``python -m benchmarks --what composite``), else ``"permutation"``.
 
     ``k1 * k2`` between feature kernels builds this kernel, with ``num_features`` the largest random factor's
-    root dimension times the exact factors' (:func:`default_product_budget`). GPyTorch's ``ScaleKernel(k1) * k2``
+    root dimension times the exact factors'
+    (:func:`~gprf.kernels.feature_product_kernel.default_product_budget`). GPyTorch's ``ScaleKernel(k1) * k2``
     goes through GPyTorch's ``Kernel.__mul__`` (a ``ProductKernel``), whose covariance is this kernel's root of the
     factors (:mod:`gprf.kernels.root_products`) but whose predictions are GPyTorch's: ``ScaleKernel(k1 * k2)`` or
     ``FeatureProductKernel(ScaleKernel(k1), k2)`` is the canonical spelling.
@@ -158,6 +159,8 @@ class FeatureProductKernel(FeatureKernelOfParts):
         super().__init__(**kwargs)
         self.kernels = torch.nn.ModuleList(kernels)
         self.num_features = num_features
+        #: How the factors' roots are combined, ``"kronecker"``, ``"joint"`` or ``"permutation"`` (``"auto"``
+        #: resolved at construction).
         self.method = self._resolve_method(method, num_features)
         self.seed = seed
         num_pairings = len(kernels) if self.method == "permutation" else 0

@@ -26,7 +26,9 @@ class KernelOrigin:
     factors' inputs side by side and ``layout`` ``(width of the first, layout of the first, layout of the second)``.
     """
 
+    #: The kernel whose features the root holds.
     kernel: Kernel
+    #: The rows the kernel featurised.
     inputs: Tensor
     layout: Layout = None
 

@@ -206,7 +206,9 @@ class PreconditionedKernel(Kernel):
             raise ValueError(f"block_rows must be a positive number of rows or None, got {block_rows!r}.")
         check_positive_int(num_features, "num_features")
         super().__init__(batch_shape=base_kernel.batch_shape)
+        #: The exact kernel, whose hyperparameters are this kernel's.
         self.base_kernel = base_kernel
+        #: Features :math:`F` of the preconditioner (Nyström points with ``preconditioner="nystrom"``).
         self.num_features = num_features
         self.preconditioner = preconditioner
         self.block_rows = block_rows

@@ -20,9 +20,9 @@ class QuadratureKernel(RandomFeatureKernel):
     :math:`\hat k(x, y) = \phi(x/\ell)^\top\phi(y/\ell)` with :math:`\phi` the
     :class:`~gprf.features.QuadratureFeatures` of ``num_rules`` stochastic spherical-radial rules
     (``2 * num_rules * (p + 1)`` features, ``p`` the input dimension, padded to a power of two for
-    ``rotation="butterfly"``; see :attr:`num_features`). Inputs are divided by the (ARD) lengthscale before
-    featurization, and :meth:`exact` is a tied ``RBFKernel``. For the scale-free arc-cosine kernels use
-    :class:`~gprf.kernels.ArcCosineQuadratureKernel`.
+    ``rotation="butterfly"``; see :attr:`~gprf.kernels.FeatureMapOwner.num_features`). Inputs are divided by the (ARD)
+    lengthscale before featurization, and :meth:`exact` is a tied ``RBFKernel``. For the scale-free arc-cosine kernels
+    use :class:`~gprf.kernels.ArcCosineQuadratureKernel`.
 
     Reference: M. Munkhoeva, Y. Kapushev, E. Burnaev, I. Oseledets. *Quadrature-based Features for Kernel
     Approximation.* Advances in Neural Information Processing Systems (NeurIPS), 2018.

@@ -17,11 +17,12 @@ class RandomFeatureKernel(FeatureMapOwner, FeatureKernel):
     r"""A kernel approximated by a random :class:`~gprf.features.FeatureMap` of lengthscale-scaled inputs.
 
     :math:`\hat k(x, y) = \mathrm{Re}\,\Phi(x/\ell)\Phi(y/\ell)^H`, evaluated through the real root
-    ``feature_map.real_features(x / lengthscale)`` so that gradients reach the (ARD) lengthscale. The
-    feature draws are buffers with the kernel's ``batch_shape`` (BoTorch uses ``batch_shape=[m]`` for
-    ``m`` outputs): they follow ``.to()``, ``state_dict`` and pickling, and stay fixed during training
-    (:meth:`resample_features` redraws them). ``num_features`` is the map's number of features :math:`F`
-    (complex features for complex maps), ``root_dim`` the number of columns of the real root (:math:`2F` then).
+    ``feature_map.real_features(x / lengthscale)`` so that gradients reach the (ARD) lengthscale. The feature draws are
+    buffers with the kernel's ``batch_shape`` (BoTorch uses ``batch_shape=[m]`` for ``m`` outputs): they follow
+    ``.to()``, ``state_dict`` and pickling, and stay fixed during training
+    (:meth:`~gprf.kernels.FeatureMapOwner.resample_features` redraws them). ``num_features`` is the map's number of
+    features :math:`F` (complex features for complex maps), ``root_dim`` the number of columns of the real root
+    (:math:`2F` then).
 
     Wrap in :class:`~gpytorch.kernels.ScaleKernel` for an amplitude, as with any GPyTorch kernel.
 
@@ -35,8 +36,8 @@ class RandomFeatureKernel(FeatureMapOwner, FeatureKernel):
       training is the real-part kernel's either way. For real feature maps both coincide.
 
     Construction (see :class:`~gprf.kernels.FeatureMapOwner`): ``Kernel(feature_map=map, **kernel_kwargs)`` owns a
-    built map; a family with a :attr:`feature_map_class` also builds it from the map's arguments,
-    ``Kernel(num_features, num_dims, **map_and_kernel_kwargs)``.
+    built map; a family with a :attr:`~gprf.kernels.FeatureMapOwner.feature_map_class` also builds it from the
+    map's arguments, ``Kernel(num_features, num_dims, **map_and_kernel_kwargs)``.
 
     Reference: J. Wacker, M. Kanagawa, M. Filippone. *Improved Random Features for Dot Product Kernels.* Journal
     of Machine Learning Research, 2024 (arXiv:2201.08712).
@@ -65,7 +66,7 @@ class RandomFeatureKernel(FeatureMapOwner, FeatureKernel):
 
     @property
     def root_dim(self) -> int:
-        """Number of columns of the real root: ``num_features``, doubled for complex maps."""
+        """Number of columns of the real root (``num_features``, doubled for complex maps)."""
         return self.feature_map.root_dim
 
     def features(self, x: Tensor) -> Tensor:

@@ -2,14 +2,14 @@ r"""Products of two random feature roots formed by GPyTorch's ``ProductKernel`` 
 product kernel's own features.
 
 GPyTorch multiplies its factors' covariances elementwise; for two gprf random roots the product must be the same
-function wherever the model is evaluated (training, prediction, sample paths) and its factors' draws independent. So
-the product of two roots is delegated to one :class:`~gprf.kernels.FeatureProductKernel` per pair of kernels, built
-once with the budget of ``k1 * k2`` (:func:`~gprf.kernels.feature_product_kernel.default_product_budget`) and kept
+function wherever the model is evaluated (training, prediction, sample paths) and its factors' draws independent. So the
+product of two roots is delegated to one :class:`~gprf.kernels.FeatureProductKernel` per pair of kernels, built once
+with the budget of ``k1 * k2`` (:func:`~gprf.kernels.feature_product_kernel.default_product_budget`) and kept
 (:func:`product_of`): its method (Kronecker, joint frequencies, random pairing), its pairing draws and its copies of
-factors that repeat another's draws (``ScaleKernel(k) * k``; :func:`~gprf.kernels.independent_factors.
-independent_factors`) are then the same at every evaluation. Each root carries where it came from (a
-:class:`KernelOrigin`: its kernel and the inputs it featurised), which is what the product needs to combine the roots,
-or to featurise a factor again with its own draws.
+factors that repeat another's draws (``ScaleKernel(k) * k``;
+:func:`~gprf.kernels.independent_factors.independent_factors`) are then the same at every evaluation. Each root carries
+where it came from (a :class:`~gprf.kernels.kernel_origin.KernelOrigin`: its kernel and the inputs it featurised), which
+is what the product needs to combine the roots, or to featurise a factor again with its own draws.
 
 The product kernels live with the first factor's kernel object (a deep copy of the model, e.g. BoTorch's fantasy and
 frozen copies, copies them along), are rebuilt when a factor's draws or batch shape change, and follow the factors'
@@ -96,8 +96,9 @@ def _follow(product: FeatureProductKernel, like: Tensor | LazyFeatures) -> None:
 
 
 def multiply_roots(first: FeatureRootLinearOperator, second: FeatureRootLinearOperator) -> Any:
-    """The product of two feature-root covariances whose roots have a :class:`KernelOrigin`: the root of
-    :func:`product_of` their kernels, with the product of their amplitudes; ``None`` for roots of unknown origin."""
+    """The product of two feature-root covariances whose roots have a
+    :class:`~gprf.kernels.kernel_origin.KernelOrigin`: the root of :func:`product_of` their kernels, with the product
+    of their amplitudes; ``None`` for roots of unknown origin."""
     origins = (first.origin, second.origin)
     if not all(isinstance(origin, KernelOrigin) for origin in origins):
         return None

@@ -75,7 +75,7 @@ class SignedRandomFeatureKernel(FeatureMapOwner, SignedFeatureKernel):
 
     @property
     def root_dim(self) -> int:
-        """Columns of each root: ``2 * num_features``."""
+        """Columns of each root, ``2 * num_features``."""
         return self.feature_map.root_dim
 
     def psd_part(self, part: str = "positive") -> SignedPartKernel:

@@ -104,9 +104,9 @@ def dirichlet_transform(
 ) -> tuple[Tensor, Tensor]:
     r"""Regression targets :math:`\tilde y` and noise variances :math:`\sigma^2` of labels ``(..., n)``.
 
-    Both have shape ``(..., num_classes, n)`` (the class is a GP batch dimension):
-    :math:`\alpha = \mathrm{onehot}(y) + \alpha_\epsilon`, :math:`\sigma^2 = \log(1/\alpha + 1)`,
-    :math:`\tilde y = \log\alpha - \sigma^2/2`. ``labels`` as :func:`check_labels` takes them (any integer dtype).
+    Both have shape ``(..., num_classes, n)`` (the class is a GP batch dimension): :math:`\alpha = \mathrm{onehot}(y) +
+    \alpha_\epsilon`, :math:`\sigma^2 = \log(1/\alpha + 1)`, :math:`\tilde y = \log\alpha - \sigma^2/2`. ``labels`` as
+    :func:`~gprf.likelihoods.dirichlet.check_labels` takes them (any integer dtype).
     """
     labels = check_labels(labels, "labels", num_classes)
     onehot = torch.nn.functional.one_hot(labels.to(device=device), num_classes).mT

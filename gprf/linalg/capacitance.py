@@ -30,8 +30,9 @@ from gprf.settings import factor_dtype, feature_chunk_size
 #: Measured constant :math:`c` of the error estimate :math:`c\,u\max_j G_{jj}` of a Gram formed with
 #: lower-precision products (:func:`lower_precision_gram_error`).
 GRAM_ERROR_CONSTANT = 2.0
-#: The largest estimated relative error of the predictions that lower-precision Gram products may bring: a quarter
-#: of the 1e-6 that float32 models keep against float64 arithmetic, the rest left to the float32 roots and outputs.
+#: The largest estimated relative error of the predictions that lower-precision Gram products may bring, a quarter
+#: of the 1e-6 that float32 models keep against float64 arithmetic (the rest is left to the float32 roots and
+#: outputs).
 GRAM_ERROR_TOLERANCE = 2.5e-7
 #: Unit roundoff of float32 matrix products under ``torch.get_float32_matmul_precision()``: IEEE float32, TF32's
 #: 10-bit mantissa ("high"), bfloat16's 7 bits ("medium").
@@ -262,11 +263,11 @@ def weighted_sums(
     ``features`` :math:`\Phi` ``(..., N, F)`` (real or complex, or a real :class:`~gprf.linalg.LazyFeatures`),
     ``noise`` the variances ``(..., N)`` or one per batch member ``(..., 1)``, ``rhs`` :math:`Y` ``(..., N, k)``,
     ``outputscale`` :math:`s` ``(...)`` (a ``ScaleKernel`` amplitude kept apart from the root). The amplitude enters
-    through :math:`\Sigma/s` and :math:`Y/\sqrt s`, so no scaled copy of :math:`\Phi` is made. The Gram is formed
-    with products in the factor dtype when ``exact_products`` (row chunks cast one at a time, so no
-    :math:`N\times F` copy; :func:`factor_capacitance` decides by :func:`products_in_factor_dtype`), else in the
-    features' dtype (float32 models: one float32 GEMM, :func:`~gprf.linalg.weighted_gram`) and cast;
-    the projection is formed in the factor dtype, because the two inverse-quadratic terms it enters nearly
+    through :math:`\Sigma/s` and :math:`Y/\sqrt s`, so no scaled copy of :math:`\Phi` is made. The Gram is formed with
+    products in the factor dtype when ``exact_products`` (row chunks cast one at a time, so no :math:`N\times F` copy;
+    :func:`factor_capacitance` decides by :func:`~gprf.linalg.capacitance.products_in_factor_dtype`), else in the
+    features' dtype (float32 models: one float32 GEMM, :func:`~gprf.linalg.weighted_gram`) and cast; the projection is
+    formed in the factor dtype, because the two inverse-quadratic terms it enters nearly
     cancel at small noise. Real features in the factor dtype take the fused Gram-and-projection autograd node; a
     lazy root is summed over row chunks (:func:`~gprf.linalg.chunked_gram.chunked_gram_projection`).
     """
@@ -299,8 +300,9 @@ def capacitance_sums(
 ) -> tuple[Tensor, Tensor | None]:
     r"""The sums :math:`(s\,\Phi^H\Sigma^{-1}\Phi,\; \sqrt s\,\Phi^H\Sigma^{-1}Y)` exactly as
     :func:`factor_capacitance` forms them before factoring (products in the factor dtype unless the features' own are
-    known to be accurate, :func:`products_in_factor_dtype`): for sums that are added up elsewhere first (rows sharded
-    over processes, :mod:`gprf.distributed`). Arguments as in :func:`weighted_sums`; differentiable."""
+    known to be accurate, :func:`~gprf.linalg.capacitance.products_in_factor_dtype`): for sums that are added up
+    elsewhere first (rows sharded over processes, :mod:`gprf.distributed`). Arguments as in :func:`weighted_sums`;
+    differentiable."""
     exact_products = products_in_factor_dtype(features, noise, outputscale)
     return weighted_sums(features, noise, rhs, outputscale, exact_products=exact_products)
 
@@ -311,12 +313,12 @@ def factor_capacitance(
     r"""Factor :math:`C = I + s\,\Phi^H\Sigma^{-1}\Phi` and project :math:`P = \sqrt s\,\Phi^H\Sigma^{-1}Y`.
 
     Arguments as in :func:`weighted_sums`. Returns the :class:`CapacitanceFactor` and :math:`P` (``None`` without
-    ``rhs``); with :math:`\tilde\Phi = \sqrt s\,\Phi`, the weight posterior is :math:`N(C^{-1}P, C^{-1})`.
-    Non-finite training rows (features, noise or right-hand sides) raise
-    :class:`~gprf.exceptions.NonFiniteTrainingDataError` with their count. A root in a lower precision than the
-    factor dtype (float32 models) has its Gram's products in the factor dtype unless their own rounding is known to
-    be negligible (:func:`products_in_factor_dtype`), so a float32 model's predictions and marginal likelihood are
-    those of float64 arithmetic on its float32 features to within :math:`10^{-6}` relative.
+    ``rhs``); with :math:`\tilde\Phi = \sqrt s\,\Phi`, the weight posterior is :math:`N(C^{-1}P, C^{-1})`. Non-finite
+    training rows (features, noise or right-hand sides) raise :class:`~gprf.exceptions.NonFiniteTrainingDataError` with
+    their count. A root in a lower precision than the factor dtype (float32 models) has its Gram's products in the
+    factor dtype unless their own rounding is known to be negligible
+    (:func:`~gprf.linalg.capacitance.products_in_factor_dtype`), so a float32 model's predictions and marginal
+    likelihood are those of float64 arithmetic on its float32 features to within :math:`10^{-6}` relative.
     """
     gram, projection = capacitance_sums(features, noise, rhs, outputscale)
     eye = torch.eye(gram.size(-1), dtype=gram.dtype, device=gram.device)

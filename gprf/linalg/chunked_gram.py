@@ -36,6 +36,7 @@ from torch.autograd.function import once_differentiable
 
 from gprf.linalg.weighted_gram import _add_outer, weighted_gram
 
+#: A featurisation, from rows ``(..., n, d)`` to their features ``(..., n, F)``.
 FeatureFunction = Callable[[Tensor], Tensor]
 
 

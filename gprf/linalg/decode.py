@@ -1,5 +1,6 @@
 r"""The one decoder of the feature-root hand-off: whatever covariance GPyTorch hands around, its
-:class:`~gprf.linalg.FeatureRoot` or ``None``; and :func:`covariance_root`, a module evaluated and decoded."""
+:class:`~gprf.linalg.FeatureRoot` or ``None``; and :func:`~gprf.linalg.covariance_root`, a module evaluated and
+decoded."""
 
 from __future__ import annotations
 

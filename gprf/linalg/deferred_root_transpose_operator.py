@@ -2,13 +2,11 @@ r"""The transposed root :math:`R^\top` of inputs that are featurised only when a
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 from linear_operator.operators import DenseLinearOperator, LinearOperator
 from torch import Tensor
 
-FeatureFunction = Callable[[Tensor], Tensor]
+from gprf.linalg.chunked_gram import FeatureFunction
 
 
 class DeferredRootTransposeLinearOperator(LinearOperator):

@@ -22,11 +22,11 @@ class ExactKernelLinearOperator(KernelLinearOperator):
     kernels: inputs and hyperparameters as its representation, so it is rebuilt, sliced, batched and transposed
     lazily), with the products computed the way GPyTorch's partitioned and KeOps kernels compute them:
 
-    * :meth:`_matmul` evaluates ``block_rows`` rows of :math:`K` at a time and multiplies each block, memory
+    * the products (``_matmul``) evaluate ``block_rows`` rows of :math:`K` at a time and multiply each block, memory
       :math:`O(\text{block}\cdot N_2)` instead of :math:`O(N_1N_2)`; a matrix that fits in one block is evaluated
       once and kept (linear_operator's ``covar_mat``), as GPyTorch keeps a dense kernel matrix;
-    * :meth:`_bilinear_derivative` (the backward pass of conjugate gradients, solves and products) recomputes each
-      block under autograd and accumulates :math:`\partial\,\mathrm{tr}(U^\top KV)/\partial\theta` block by block, so
+    * the backward pass of conjugate gradients, solves and products (``_bilinear_derivative``) recomputes each block
+      under autograd and accumulates :math:`\partial\,\mathrm{tr}(U^\top KV)/\partial\theta` block by block, so
       the exact marginal likelihood trains through conjugate gradients in the same memory.
 
     ``covar_func(x1, x2, diag=False, **params)`` evaluates the kernel on given inputs and hyperparameter tensors (it
@@ -40,7 +40,8 @@ class ExactKernelLinearOperator(KernelLinearOperator):
         covar_func: The kernel function (see above).
         num_outputs_per_input, num_nonbatch_dimensions: As in ``KernelLinearOperator`` (one output per input).
         preconditioner_covariance: See above; ``None`` for cross-covariances.
-        block_rows: Rows per block; ``None``: :data:`BLOCK_ENTRIES` entries per block.
+        block_rows: Rows per block; ``None``: :data:`~gprf.linalg.exact_kernel_operator.BLOCK_ENTRIES` entries per
+            block.
         params: The hyperparameter tensors ``covar_func`` takes.
     """
 

@@ -149,7 +149,7 @@ class FeatureRoot:
 
     def sums(self, rhs: Tensor | None = None, features: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         r"""The sums :math:`(s\,\Phi^H\Sigma^{-1}\Phi,\; \sqrt s\,\Phi^H\Sigma^{-1}\,\text{rhs})` that :meth:`factor`
-        factors, formed the same way but not factored (:func:`gprf.linalg.capacitance.capacitance_sums`): for sums
+        factors, formed the same way but not factored (:func:`gprf.linalg.capacitance_sums`): for sums
         over rows held by several processes. Arguments as in :meth:`factor`."""
         phi, noise, outputscale = self._factor_operands(features)
         return capacitance_sums(phi, noise, rhs, outputscale)

@@ -43,9 +43,9 @@ class FeatureRootAddedDiagLinearOperator(LowRankRootAddedDiagLinearOperator):
     NaN or infinite values raise :class:`~gprf.exceptions.NonFiniteTrainingDataError`; a covariance of no training
     points raises ``ValueError`` (GPyTorch's marginal likelihood per point would be :math:`0/0`).
 
-    GPyTorch's ``MultivariateNormal.log_prob`` only calls :meth:`inv_quad_logdet` while linear_operator's
+    GPyTorch's ``MultivariateNormal.log_prob`` only calls ``inv_quad_logdet`` while linear_operator's
     ``fast_computations.log_prob`` is on (GPyTorch's default; BoTorch switches it off on import). Otherwise it
-    takes a dense :math:`N\times N` Cholesky of :meth:`to_dense`, which warns with
+    takes a dense :math:`N\times N` Cholesky of ``to_dense()``, which warns with
     :class:`~gprf.exceptions.LowRankStructureWarning` (once per feature draw, i.e. per model) when :math:`N > F`
     (for :math:`N \le F` that is the points route anyway); :class:`gprf.distributions.MultivariateNormal` keeps the
     structured density under either setting.

@@ -60,7 +60,7 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
             multiplies two random roots; kept by scaling, dropped by reshaping and indexing.
         parts: The other parts of the :class:`~gprf.linalg.FeatureRoot` by name (``outputscale`` :math:`s`
             ``(*batch)``, broadcast to the batch shape; ``inputs``; ``versions``), all but the noise: adding it is
-            :meth:`add_diagonal`.
+            ``add_diagonal``.
     """
 
     def __init__(self, features: Tensor | LazyFeatures, origin: Any = None, **parts: Any) -> None:
@@ -80,6 +80,7 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
         # operator (representation trees, clone, to, detach); the parent's would record the root instead.
         LinearOperator.__init__(self, features, origin=origin, **parts)
         self.feature_root = feature_root
+        #: Where the root comes from (the kernel and the inputs it featurised; opaque here), or ``None``.
         self.origin = origin
 
     @classmethod

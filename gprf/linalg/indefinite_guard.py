@@ -67,7 +67,7 @@ class IndefiniteGuard:
         return evals.to(self.dtype), DenseLinearOperator(evecs.to(self.dtype)) if eigenvectors else None
 
     def diagonalization(self, method: str | None = None):
-        """The exact eigendecomposition (:meth:`_symeig`) whatever ``method`` says: Lanczos's tridiagonal step in
+        """The exact eigendecomposition (``_symeig``, above) whatever ``method`` says: Lanczos's tridiagonal step in
         linear_operator masks negative eigenvalues (it assumes a PSD matrix)."""
         return self._symeig(eigenvectors=True)
 

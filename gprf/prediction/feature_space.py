@@ -131,11 +131,11 @@ class FeatureSpacePredictionStrategy(RefreshingPredictionStrategy):
         r"""Use ``posterior`` as the training cache instead of forming :math:`\Phi^\top\Sigma^{-1}\Phi` again;
         returns whether this strategy takes it (:attr:`adopts_root_posterior`).
 
-        ``posterior`` must be the one this strategy would build now, from the same rows, hyperparameters and
-        feature draws (:func:`gprf.fit_mll` hands over the one its exact refit formed). It carries no autograd
-        graph, so it is used by a prediction under GPyTorch's default ``detach_test_caches``; otherwise, and once
-        the kernel or the likelihood changed after this strategy was built (:meth:`refresh_if_stale`), the
-        strategy builds its own.
+        ``posterior`` must be the one this strategy would build now, from the same rows, hyperparameters and feature
+        draws (:func:`gprf.fit_mll` hands over the one its exact refit formed). It carries no autograd graph, so it is
+        used by a prediction under GPyTorch's default ``detach_test_caches``; otherwise, and once the kernel or the
+        likelihood changed after this strategy was built
+        (:meth:`~gprf.prediction.refresh.RefreshingPredictionStrategy.refresh_if_stale`), the strategy builds its own.
         """
         if not self.adopts_root_posterior:
             return False

@@ -42,10 +42,11 @@ class SignedPredictionStrategy(RefreshingPredictionStrategy):
 def krein_ridge_mean(kernel: Kernel, train_x: Tensor, train_y: Tensor, test_x: Tensor, noise: float | Tensor) -> Tensor:
     r"""Kernel ridge regression with an indefinite kernel: :math:`k(x_*, X)(K + \sigma^2 I)^{-1}y`.
 
-    ``kernel`` is a :class:`SignedRandomFeatureKernel` (solved by the Woodbury identity on its signed root in
-    :math:`O(NF^2)`), an exact indefinite target (:class:`DeltaGaussianKernel`, :class:`SphericalPolynomialKernel`:
-    dense LU), either possibly inside a ``ScaleKernel``. ``noise`` is :math:`\sigma^2` (scalar or per training
-    point). The same numbers as ``model(test_x).mean`` of an ``ExactGP`` with zero mean and a Gaussian likelihood.
+    ``kernel`` is a :class:`~gprf.kernels.SignedRandomFeatureKernel` (solved by the Woodbury identity on its signed root
+    in :math:`O(NF^2)`), an exact indefinite target (:class:`~gprf.kernels.exact.DeltaGaussianKernel`,
+    :class:`~gprf.kernels.exact.SphericalPolynomialKernel`: dense LU), either possibly inside a ``ScaleKernel``.
+    ``noise`` is :math:`\sigma^2` (scalar or per training point). The same numbers as ``model(test_x).mean`` of an
+    ``ExactGP`` with zero mean and a Gaussian likelihood.
     """
     noise = torch.as_tensor(noise, dtype=train_x.dtype, device=train_x.device)
     if bool((noise <= 0).any()):

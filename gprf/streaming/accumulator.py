@@ -211,7 +211,7 @@ class StreamingFit:
     # ------------------------------------------------------------------ results
     @property
     def statistics(self) -> SufficientStatistics:
-        """The statistics of all chunks so far (a snapshot: later updates do not change it)."""
+        """The statistics of all chunks so far, a snapshot that later updates do not change."""
         if self._sums is None:
             raise ValueError("No data yet: call update(x, y) or fit(chunks) first.")
         gram = self._sums["gram"]

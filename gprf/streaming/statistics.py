@@ -17,7 +17,7 @@ the matrix determinant lemma the exact log marginal likelihood of the finite mod
     \log p(y) = -\tfrac12\big(q - b^\top C^{-1} b + \log\det C + s + N\log 2\pi\big).
 
 Sums can be split over chunks of data, processes or devices and added up in any order
-(:meth:`SufficientStatistics.merge`, :func:`gprf.streaming.all_reduce_statistics`). All statistics are
+(:meth:`~gprf.streaming.SufficientStatistics.merge`, :func:`gprf.streaming.all_reduce_statistics`). All statistics are
 in the factor dtype (:class:`gprf.settings.factor_dtype`, float64 by default); the memory they need is
 :math:`O(F^2)` whatever :math:`N`.
 """
@@ -33,7 +33,7 @@ from torch import Tensor
 from gprf.linalg import CapacitanceFactor
 from gprf.prediction import WeightSpacePosterior
 
-# A fingerprint is [feature root (F columns), noise variance, prior mean] at the probe input; what each part shows.
+#: A fingerprint is [feature root (F columns), noise variance, prior mean] at the probe input; what each part shows.
 FINGERPRINT_PARTS = {
     "features": "random features or kernel hyperparameters",
     "noise": "likelihood noise",
@@ -86,9 +86,9 @@ class SufficientStatistics:
 
     ``fingerprint`` ``(*batch, F + 2)`` is the model at a fixed probe input (``probe_inputs(input_dim)``, with
     ``input_dim`` the raw input dimension): the scaled feature root, the likelihood's own noise variance and the prior
-    mean (:data:`FINGERPRINT_PARTS`). It is not summed: it identifies the random features, hyperparameters, noise and
-    mean the sums were taken with, so that statistics of different models are never added (:meth:`merge`,
-    :func:`~gprf.streaming.all_reduce_statistics`) or used for prediction with another kernel or mean
+    mean (:data:`~gprf.streaming.statistics.FINGERPRINT_PARTS`). It is not summed: it identifies the random features,
+    hyperparameters, noise and mean the sums were taken with, so that statistics of different models are never added
+    (:meth:`merge`, :func:`~gprf.streaming.all_reduce_statistics`) or used for prediction with another kernel or mean
     (:class:`~gprf.streaming.StreamingPredictor`). Each part is compared relative to its own magnitude.
     """
 

@@ -8,8 +8,8 @@ kernels and operators.
 * :class:`IndefiniteLinearOperatorTestCase` and :class:`IndefiniteAddedDiagLinearOperatorTestCase`:
   linear_operator's ``LinearOperatorTestCase`` for indefinite kernel matrices (:mod:`gprf.testing.linear_operators`);
 * fixtures (``device``, ``dtype``, ``float64``, ``generator``, ``single_thread``; load them with
-  ``pytest_plugins = ["gprf.testing.fixtures"]``), the seed :data:`SEED` and :func:`default_dtype`
-  (:mod:`gprf.testing.fixtures`);
+  ``pytest_plugins = ["gprf.testing.fixtures"]``), the seed :data:`~gprf.testing.fixtures.SEED` and
+  :func:`default_dtype` (:mod:`gprf.testing.fixtures`);
 * z-tests of Monte-Carlo estimates against closed forms (:mod:`gprf.testing.statistics`);
 * a plain ``ExactGP`` around a kernel, data and training (:mod:`gprf.testing.models`).
 

@@ -17,8 +17,9 @@ columns; bad inputs are clear errors; :meth:`~gprf.features.FeatureMapBase.resiz
 with the map's reason); and where the map has the closed forms ``expected_kernel`` and ``variance``, the estimate is
 unbiased within a z-bound of the closed-form standard error (:mod:`gprf.testing.statistics`).
 
-The readers below (:func:`real_roots`, :func:`kernel_estimate`, :func:`all_draws`...) read maps of either kind
-(one root, or two roots of a :class:`~gprf.features.SignedFeatureMap`) and are usable on their own.
+The readers below (:func:`~gprf.testing.real_roots`, :func:`~gprf.testing.kernel_estimate`,
+:func:`~gprf.testing.all_draws`...) read maps of either kind (one root, or two roots of a
+:class:`~gprf.features.SignedFeatureMap`) and are usable on their own.
 """
 
 from __future__ import annotations

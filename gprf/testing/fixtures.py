@@ -7,9 +7,9 @@ Load the fixtures in a ``conftest.py``::
 * ``device``: a test over ``"cpu"`` and ``"cuda"``; the CUDA case is skipped (not silently dropped) where
   ``torch.cuda.is_available()`` is False.
 * ``dtype``: a test over ``torch.float32`` and ``torch.float64``.
-* ``float64``: runs a test with float64 as torch's default dtype and restores the previous default afterwards.
-  Feature maps create their random buffers in the default dtype, so statistical tests build their maps inside
-  this fixture to keep the draws in full precision (:func:`default_dtype` does the same in a ``with`` block).
+* ``float64``: runs a test with float64 as torch's default dtype and restores the previous default afterwards. Feature
+  maps create their random buffers in the default dtype, so statistical tests build their maps inside this fixture to
+  keep the draws in full precision (:func:`~gprf.testing.default_dtype` does the same in a ``with`` block).
 * ``generator``: a freshly seeded CPU ``torch.Generator`` (tests never need to touch the global RNG).
 * ``single_thread``: runs a test with one intra-op CPU thread (restored afterwards). Monte-Carlo tests that build
   thousands of tiny tensors are dominated by per-op overhead; on a small shared machine a second OpenMP thread that
@@ -25,7 +25,7 @@ from contextlib import contextmanager
 import pytest
 import torch
 
-#: The seed of the kit's draws: two feature maps (or kernels) built with it in two places hold the same draws.
+#: The seed of the kit's draws; two feature maps (or kernels) built with it in two places hold the same draws.
 SEED = 1234
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")

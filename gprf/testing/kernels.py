@@ -73,7 +73,8 @@ class FeatureKernelTestCase(InputDimKernelTestCase):
     parameter."""
 
     def create_feature_kernel(self) -> FeatureKernel:
-        """The kernel of :meth:`create_kernel_no_ard` on :meth:`create_data_no_batch`'s dimension, in float64."""
+        """The kernel of ``create_kernel_no_ard`` on ``create_data_no_batch``'s dimension (GPyTorch's
+        ``BaseKernelTestCase`` hooks), in float64."""
         kernel = self.create_kernel_no_ard(num_dims=self.create_data_no_batch().size(-1)).double()
         self.assertTrue(isinstance(kernel, FeatureKernel), f"{type(kernel).__name__} is not a gprf FeatureKernel")
         return kernel

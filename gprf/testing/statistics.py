@@ -2,9 +2,9 @@ r"""Monte-Carlo checks of random-feature estimates against their closed forms, w
 variance instead of loose tolerances.
 
 A random-feature estimate :math:`\hat k` averaged over :math:`S` independent draws has the standard error
-:math:`\sqrt{\mathrm{Var}\,\hat k / S}`; the z-score :math:`z = (\bar k - E\hat k)/\sqrt{\mathrm{Var}\,\hat k / S}`
-is close to a standard normal. :func:`z_bound` is the two-sided bound that ``num_checks`` such scores of a correct
-implementation all stay within, except with probability ``false_alarm`` (Bonferroni); with fixed seeds a check
+:math:`\sqrt{\mathrm{Var}\,\hat k / S}`; the z-score :math:`z = (\bar k - E\hat k)/\sqrt{\mathrm{Var}\,\hat k / S}` is
+close to a standard normal. :func:`~gprf.testing.z_bound` is the two-sided bound that ``num_checks`` such scores of a
+correct implementation all stay within, except with probability ``false_alarm`` (Bonferroni); with fixed seeds a check
 then either always passes or always fails.
 """
 

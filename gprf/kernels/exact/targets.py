@@ -4,10 +4,11 @@ A row names a target (what feature maps call it, e.g. ``RandomFourierFeatures(ke
 and the constructor arguments that single it out among that class's kernels (``nu=2.5``). Every reader goes through
 this table:
 
-* a feature kernel's ``exact()`` builds its target from the row (:meth:`ExactTarget.build`), with its own
-  hyperparameters tied in;
-* :func:`gprf.random_features` finds the row of a GPyTorch kernel (:func:`find_exact_target`): every stationary
-  target (:class:`StationaryTarget`, a row with a spectral law) gets random Fourier features;
+* a feature kernel's ``exact()`` builds its target from the row (:meth:`~gprf.kernels.exact.ExactTarget.build`), with
+  its own hyperparameters tied in;
+* :func:`gprf.random_features` finds the row of a GPyTorch kernel (:func:`~gprf.kernels.exact.find_exact_target`): every
+  stationary target (:class:`~gprf.kernels.exact.StationaryTarget`, a row with a spectral law) gets random Fourier
+  features;
 * the ``gprf compare`` command offers the stationary targets as ``--kernel`` and builds them from their rows.
 
 A new stationary family adds its :class:`~gprf.features.StationarySpectrum` (its profile and radial sampler), its
