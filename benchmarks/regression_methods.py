@@ -20,10 +20,9 @@ GPyTorch's initial hyperparameters, trained with Adam:
   (Cholesky; at most :data:`WARM_STEPS` steps and :data:`WARM_SHARE` of the budget), then Adam on all rows (BBMM)
   for the rest of the budget;
 * ``gprf-exact``: the exact GP with gprf's :class:`~gprf.kernels.PreconditionedKernel` (Nyström points or random
-  features precondition its conjugate gradients) from the same start as ``exact-start`` (measured on kin40k: the
-  exact GP at the surrogate's end point had test RMSE 0.127 from it, 0.139 from GPyTorch's initial values), trained
-  by :func:`gprf.fit_mll`'s exact route: the random-feature
-  recipe on its surrogate, then preconditioned exact steps; predictive variances by its Rayleigh–Ritz cache
+  features precondition its conjugate gradients) from the same start as ``exact-start``, trained by
+  :func:`gprf.fit_mll`'s exact route with its defaults: exact steps on a seeded 2,000-row subsample (Cholesky), then
+  preconditioned exact steps on all rows; predictive variances by its Rayleigh–Ritz cache
   (``fast_pred_var``). Its kernel matrix is kept whole (``block_rows`` = :math:`N`), as GPyTorch keeps the exact
   GP's.
 

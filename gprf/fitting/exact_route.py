@@ -1,28 +1,33 @@
 r"""``fit_mll``'s route for exact GPs whose covariance holds a :class:`~gprf.kernels.PreconditionedKernel`.
 
 An exact marginal-likelihood step by preconditioned conjugate gradients costs :math:`O(N^2)` per iteration, so a
-budget buys few of them; a random-feature step on a row subsample costs a tiny fraction of one. The route spends the
-budget on both:
+budget buys few of them; a step on a small subsample of rows, exact by Cholesky, or random-feature on the surrogate,
+costs a fraction of one. The route spends the budget on both: first a start (``exact_start``), then the full data.
 
-1. **surrogate**: for the time of this stage every ``PreconditionedKernel`` of the model is replaced by the
-   random-feature kernel of its base kernel with as many features
-   (:meth:`~gprf.kernels.PreconditionedKernel.random_feature_kernel`, which shares the base kernel's very
-   ``Parameter`` objects and priors), and the random-feature recipe of :func:`gprf.fit_mll` runs on the model:
-   nested small-:math:`F` tuning on a row subsample, then the exact refit of outputscale, noise and mean at full
-   :math:`F` — with at most :data:`SURROGATE_SHARE` of the budget;
-2. **exact on a subsample**: Adam steps on the exact marginal likelihood of :data:`EXACT_TUNE_ROWS` seeded rows
-   (a Cholesky factorisation: at most :data:`EXACT_TUNE_STEPS` steps, until :data:`EXACT_TUNE_SHARE` of the budget
-   has passed);
-3. **exact**: Adam steps on the exact marginal likelihood of all rows (conjugate gradients and stochastic Lanczos
-   quadrature, preconditioned by the kernel's feature root) with the time left. Each step is timed, and a step
-   starts only while the time left covers the longest so far, so the budget is overshot by at most one step
-   misjudged. The SLQ estimate is stochastic (fresh probes at every evaluation), hence Adam rather than a line
-   search. One Adam state runs through stages 2 and 3 (the loss is per row, so its scale carries over).
+* ``exact_start="subsample"`` (the default): Adam steps on the exact marginal likelihood of at most
+  :data:`EXACT_TUNE_ROWS` seeded rows (a Cholesky factorisation; ``tune_steps`` of them, until
+  :data:`EXACT_TUNE_SHARE` of the budget has passed), from the model's own hyperparameters;
+* ``exact_start="surrogate"``: every ``PreconditionedKernel`` of the model is replaced, for the time of this stage,
+  by the random-feature kernel of its base kernel with as many features
+  (:meth:`~gprf.kernels.PreconditionedKernel.random_feature_kernel`, which shares the base kernel's very
+  ``Parameter`` objects and priors), and the random-feature recipe of :func:`gprf.fit_mll` runs on the model:
+  nested small-:math:`F` tuning on a row subsample, then the exact refit of outputscale, noise and mean at full
+  :math:`F` on all rows — with at most :data:`SURROGATE_SHARE` of the budget.
 
-The surrogate's lengthscales carry its approximation (its noise absorbs the features' error; at short lengthscales
-its Monte-Carlo error dominates), and the exact steps move the hyperparameters towards the exact model's optimum
-from there. Steps on a subsample cost :math:`O(n^3)` instead of CG's :math:`O(N^2)` per iteration, so the
-subsample stage takes most of that way (on kin40k, 10,800 rows: ...); the full-data steps finish it.
+Then **exact steps**: Adam on the exact marginal likelihood of all rows (conjugate gradients and stochastic Lanczos
+quadrature, preconditioned by the kernel's feature root) with the time left. Each step is timed, and a step starts
+only while the time left covers the longest so far, so the budget is overshot by at most one step misjudged. The
+SLQ estimate is stochastic (fresh probes at every evaluation), hence Adam rather than a line search. With the
+subsample start one Adam state runs through both stages (the loss is per row, so its scale carries over).
+
+**Which start.** The surrogate's hyperparameters carry its approximation: its noise absorbs the features' error,
+and at short lengthscales its Monte-Carlo error dominates. On 10,800 kin40k rows (lengthscales 1.4-2.8, noise
+0.005) the exact GP at the surrogate's end point predicts with test RMSE 0.127, and 100 exact subsample steps from
+there reach 0.131, where 100 from lengthscale 1, outputscale 1 and noise 0.1 reach 0.115; on protein both starts
+give 0.595 after 100 steps, and two full-data steps bring the surrogate's to 0.591 and the other to 0.594. The
+surrogate's refit sees every row, so it is the start to try where a 2,000-row subsample says little about the
+whole (very large :math:`N`, long lengthscales). Measured by step counts, one CPU thread:
+``benchmarks/regression_methods.py``'s ``gprf-exact`` model, ``fit_mll`` without a budget.
 """
 
 from __future__ import annotations
@@ -48,10 +53,13 @@ from gprf.fitting.end_point import NUMERICAL_FAILURES, parameter_values, restore
 from gprf.fitting.row_subsample import subsample_rows, training_rows
 from gprf.kernels.preconditioned_kernel import PreconditionedKernel
 
-#: The largest share of ``time_budget`` the surrogate stage may take; the exact steps get the rest.
-SURROGATE_SHARE = 0.25
-#: Rows of the exact subsample stage, its most Adam steps, and the share of ``time_budget`` by whose end it stops.
-EXACT_TUNE_ROWS, EXACT_TUNE_STEPS, EXACT_TUNE_SHARE = 2000, 100, 0.5
+#: The values of ``exact_start``: how the exact route finds the start of its full-data steps.
+EXACT_STARTS = ("subsample", "surrogate")
+#: The largest share of ``time_budget`` the surrogate start may take; the exact steps get the rest.
+SURROGATE_SHARE = 0.5
+#: The most rows of the exact subsample start (its steps cost the cube of its rows), and the share of
+#: ``time_budget`` by whose end it stops.
+EXACT_TUNE_ROWS, EXACT_TUNE_SHARE = 2000, 0.5
 #: Exact Adam steps on all rows when neither ``finish_steps`` nor ``time_budget`` bounds them.
 DEFAULT_EXACT_STEPS = 100
 
@@ -117,15 +125,19 @@ def fit_exact_mll(
     fit_surrogate: Callable[..., ExactMarginalLogLikelihood],
     steps: ExactSteps,
     *,
+    start: str,
+    tune_rows: int | None,
+    tune_steps: int,
     lr: float,
     finish_steps: int | None,
     seed: int,
 ) -> ExactMarginalLogLikelihood:
-    """The exact route of :func:`gprf.fit_mll` (its options already checked): ``fit_surrogate(mll, time_budget=,
-    callback=)`` (the random-feature recipe with the tuning options) on the surrogate, exact Adam steps on
-    :data:`EXACT_TUNE_ROWS` rows drawn with ``seed``, then exact Adam steps on all rows with learning rate ``lr``
-    (``finish_steps`` of them; ``None``: while the budget lasts, or :data:`DEFAULT_EXACT_STEPS` without a budget).
-    Returns ``mll`` in eval mode.
+    """The exact route of :func:`gprf.fit_mll` (its options already checked): the ``start`` (``"subsample"``:
+    ``tune_steps`` exact Adam steps on ``min(tune_rows, EXACT_TUNE_ROWS)`` rows drawn with ``seed``;
+    ``"surrogate"``: ``fit_surrogate(mll, time_budget=, callback=)``, the random-feature recipe with the tuning
+    options, on the surrogate), then exact Adam steps on all rows with learning rate ``lr`` (``finish_steps`` of
+    them; ``None``: while the budget lasts, or :data:`DEFAULT_EXACT_STEPS` without a budget). Returns ``mll`` in
+    eval mode.
 
     Raises:
         TypeError: The likelihood is not a ``GaussianLikelihood`` or ``FixedNoiseGaussianLikelihood``.
@@ -133,16 +145,19 @@ def fit_exact_mll(
     _check_likelihood(mll)
     clock = steps.clock
     budget = clock.budget
-    with random_feature_surrogate(mll.model):
-        fit_surrogate(
-            mll,
-            time_budget=None if budget is None else SURROGATE_SHARE * budget,
-            callback=lambda stage, _: clock.checkpoint(stage),
-        )
+    if start == "surrogate":
+        with random_feature_surrogate(mll.model):
+            fit_surrogate(
+                mll,
+                time_budget=None if budget is None else SURROGATE_SHARE * budget,
+                callback=lambda stage, _: clock.checkpoint(stage),
+            )
     parameters = [parameter for parameter in mll.parameters() if parameter.requires_grad]
     optimizer = torch.optim.Adam(parameters, lr=lr)
     mll.train()
-    ended = _exact_subsample_adam(mll, optimizer, seed, steps)
+    ended = False
+    if start == "subsample":
+        ended = _exact_subsample_adam(mll, optimizer, tune_rows, tune_steps, seed, steps)
     count = finish_steps
     if count is None:
         count = DEFAULT_EXACT_STEPS if budget is None else math.inf
@@ -156,19 +171,25 @@ def fit_exact_mll(
 
 
 def _exact_subsample_adam(
-    mll: ExactMarginalLogLikelihood, optimizer: torch.optim.Optimizer, seed: int, steps: ExactSteps
+    mll: ExactMarginalLogLikelihood,
+    optimizer: torch.optim.Optimizer,
+    tune_rows: int | None,
+    tune_steps: int,
+    seed: int,
+    steps: ExactSteps,
 ) -> bool:
-    """The exact subsample stage (by Cholesky); whether it ended the fit (a step that could not be evaluated)."""
+    """The exact subsample start (by Cholesky; skipped when it would hold every row); whether a step that could
+    not be evaluated ended the fit."""
     model = mll.model
     num_rows = model.train_targets.size(-1)
-    if num_rows <= EXACT_TUNE_ROWS:
+    size = min(EXACT_TUNE_ROWS, num_rows if tune_rows is None else tune_rows)
+    if size >= num_rows:
         return False
     budget = steps.clock.budget
     until = math.inf if budget is None else EXACT_TUNE_SHARE * budget
-    rows = subsample_rows(num_rows, EXACT_TUNE_ROWS, seed, model.train_targets.device)
-    with training_rows(model, mll.likelihood, rows), max_cholesky_size(EXACT_TUNE_ROWS):
-        rows_used = f"{EXACT_TUNE_ROWS} rows, Cholesky"
-        return _exact_adam(mll, optimizer, EXACT_TUNE_STEPS, until, steps, "exact subsample", rows_used)
+    rows = subsample_rows(num_rows, size, seed, model.train_targets.device)
+    with training_rows(model, mll.likelihood, rows), max_cholesky_size(size):
+        return _exact_adam(mll, optimizer, tune_steps, until, steps, "exact subsample", f"{size} rows, Cholesky")
 
 
 def _check_likelihood(mll: ExactMarginalLogLikelihood) -> None:

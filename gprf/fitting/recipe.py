@@ -35,7 +35,7 @@ from gpytorch.models import ExactGP
 from gprf._checks import check_training_inputs
 from gprf.fitting.budget import FitClock, RefitCost, probe_refit_cost, probe_sizes
 from gprf.fitting.end_point import parameter_values
-from gprf.fitting.exact_route import ExactSteps, fit_exact_mll, holds_preconditioned_kernel
+from gprf.fitting.exact_route import EXACT_STARTS, ExactSteps, fit_exact_mll, holds_preconditioned_kernel
 from gprf.fitting.fit_arguments import (
     check_callback,
     check_choice,
@@ -68,6 +68,7 @@ def fit_mll(
     *,
     time_budget: float | None = None,
     grow: str = "fit",
+    exact_start: str = "subsample",
     tune_features: int | None = 512,
     tune_rows: int | None = 4096,
     tune_steps: int = 100,
@@ -102,6 +103,11 @@ def fit_mll(
             fits, and **the model keeps that many features from then on**; ``"full"`` runs the refit at full size
             anyway, overrunning the budget. Either way a :class:`~gprf.exceptions.BudgetWarning` says so, with the
             estimate, before the refit starts. Without ``time_budget`` the model keeps its size.
+        exact_start: For exact models (a :class:`~gprf.kernels.PreconditionedKernel` in the covariance), where
+            the full-data conjugate-gradient steps start: ``"subsample"`` (default) after ``tune_steps`` exact Adam
+            steps on a seeded subsample of ``tune_rows`` rows, at most 2,000 (a Cholesky factorisation, until half
+            of ``time_budget``); ``"surrogate"`` after the random-feature recipe on the kernel's random-feature
+            surrogate (at most half of ``time_budget``). :mod:`gprf.fitting.exact_route` compares them.
         tune_features: Features of the tuning stage (a prefix of each kernel's draw), at least 1; ``None`` or a
             number at least the model's keeps the full draw.
         tune_rows: Rows of the seeded subsample of the tuning stage, at least 1; ``None`` uses every row. The
@@ -142,6 +148,7 @@ def fit_mll(
     model = _check_mll(mll)
     time_budget = check_positive_seconds(time_budget, "time_budget")
     grow = check_choice(grow, "grow", GROW_OPTIONS, "how far the features grow back within time_budget")
+    exact_start = check_choice(exact_start, "exact_start", EXACT_STARTS, "the exact route's start")
     tune_features = check_count(tune_features, "tune_features", minimum=1, optional=True, meaning="features")
     tune_rows = check_count(tune_rows, "tune_rows", minimum=1, optional=True, meaning="rows of the subsample")
     tune_steps = check_count(tune_steps, "tune_steps", minimum=0, optional=False, meaning="Adam steps")
@@ -156,7 +163,17 @@ def fit_mll(
         tuning = dict(tune_features=tune_features, tune_rows=tune_rows, tune_steps=tune_steps, seed=seed, grow=grow)
         surrogate = partial(fit_mll, **tuning, lr=lr, progress=progress)
         steps = ExactSteps(clock, _reporter(progress), _loss, _project_onto_bounds)
-        return fit_exact_mll(mll, surrogate, steps, lr=lr, finish_steps=finish_steps, seed=seed)
+        return fit_exact_mll(
+            mll,
+            surrogate,
+            steps,
+            start=exact_start,
+            tune_rows=tune_rows,
+            tune_steps=tune_steps,
+            lr=lr,
+            finish_steps=finish_steps,
+            seed=seed,
+        )
     report = _reporter(progress)
     num_rows = placement.num_rows(model)
     nested = _nested_kernels(model, tune_features)

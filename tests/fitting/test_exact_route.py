@@ -56,7 +56,7 @@ def test_exact_steps_raise_the_exact_marginal_likelihood_above_the_surrogates_en
             surrogate_end["values"] = parameter_values(mll)
 
     start = _exact_mll(mll)
-    returned = gprf.fit_mll(mll, finish_steps=30, callback=record)
+    returned = gprf.fit_mll(mll, exact_start="surrogate", finish_steps=30, callback=record)
     assert returned is mll and not model.training
     end = _exact_mll(mll)
     restore_parameter_values(mll, surrogate_end["values"])
@@ -80,7 +80,7 @@ def test_the_surrogate_shares_the_parameters_and_is_put_back_when_the_fit_fails(
         raise KeyboardInterrupt(stage)
 
     with pytest.raises(KeyboardInterrupt, match="^tune"):
-        gprf.fit_mll(mll, callback=fail)
+        gprf.fit_mll(mll, exact_start="surrogate", callback=fail)
     assert model.covar_module is kernel
 
 
@@ -109,7 +109,12 @@ def test_the_fit_keeps_the_time_budget_of_a_mocked_clock(budget):
     # The recipe's steps read time.perf_counter and its clock gprf.fitting.budget's: both count evaluations.
     with mock.patch("time.perf_counter", clock), mock.patch.object(fit_budget, "perf_counter", clock):
         gprf.fit_mll(
-            mll, time_budget=budget, tune_rows=200, tune_features=32, callback=lambda *call: stages.append(call)
+            mll,
+            exact_start="surrogate",
+            time_budget=budget,
+            tune_rows=200,
+            tune_features=32,
+            callback=lambda *call: stages.append(call),
         )
     exact_steps = [seconds for stage, seconds in stages if stage.startswith("exact ")]
     surrogate_end = next(seconds for stage, seconds in stages if stage == "scale")
@@ -121,7 +126,7 @@ def test_the_fit_keeps_the_time_budget_of_a_mocked_clock(budget):
     assert len(exact_steps) == stages[-1][1] - (exact_steps[0] - 1)
 
 
-def test_the_exact_subsample_stage_runs_on_seeded_rows_by_cholesky_before_the_full_data_steps():
+def test_the_exact_subsample_start_runs_on_seeded_rows_by_cholesky_before_the_full_data_steps():
     mll = _mll(n=300)
     model = mll.model
     x, y = model.train_inputs[0], model.train_targets
@@ -133,32 +138,24 @@ def test_the_exact_subsample_stage_runs_on_seeded_rows_by_cholesky_before_the_fu
         return _loss(mll)
 
     stages = []
-    with (
-        mock.patch.object(exact_route, "EXACT_TUNE_ROWS", 120),
-        mock.patch.object(exact_route, "EXACT_TUNE_STEPS", 4),
-        mock.patch("gprf.fitting.recipe._loss", side_effect=recording),
-    ):
-        gprf.fit_mll(mll, finish_steps=3, seed=7, callback=lambda stage, _: stages.append(stage))
+    with mock.patch("gprf.fitting.recipe._loss", side_effect=recording):
+        gprf.fit_mll(mll, tune_rows=120, tune_steps=4, finish_steps=3, seed=7, callback=lambda s, _: stages.append(s))
     rows = subsample_rows(300, 120, 7, y.device)
     assert [targets.numel() for targets, _ in evaluated] == [120] * 4 + [300] * 3
     assert all(torch.equal(targets, y[rows]) for targets, _ in evaluated[:4])
     assert [size for _, size in evaluated[:4]] == [120] * 4  # factored by Cholesky
-    assert stages[-8:] == [*(f"exact subsample {k}" for k in range(1, 5)), "exact 1", "exact 2", "exact 3", "exact"]
+    assert stages == [*(f"exact subsample {k}" for k in range(1, 5)), "exact 1", "exact 2", "exact 3", "exact"]
     # The full data (the very tensors) is back.
     assert model.train_inputs[0] is x and model.train_targets is y
 
 
 @pytest.mark.parametrize("budget", [12.5, 30.5])
-def test_the_exact_subsample_stage_ends_at_its_share_of_a_mocked_clocks_budget(budget):
+def test_the_exact_subsample_start_ends_at_its_share_of_a_mocked_clocks_budget(budget):
     mll = _mll(n=400, num_features=64)
     clock = _EvaluationTime(mll.model)
     stages = []
-    with (
-        mock.patch.object(exact_route, "EXACT_TUNE_ROWS", 200),
-        mock.patch("time.perf_counter", clock),
-        mock.patch.object(fit_budget, "perf_counter", clock),
-    ):
-        gprf.fit_mll(mll, time_budget=budget, tune_rows=200, tune_features=32, callback=lambda *c: stages.append(c))
+    with mock.patch("time.perf_counter", clock), mock.patch.object(fit_budget, "perf_counter", clock):
+        gprf.fit_mll(mll, time_budget=budget, tune_rows=200, tune_steps=1000, callback=lambda *c: stages.append(c))
     subsample = [seconds for stage, seconds in stages if stage.startswith("exact subsample ")]
     full = [seconds for stage, seconds in stages if stage.startswith("exact ") and "subsample" not in stage]
     # One second per step: the stage stops when the next step would pass its share of the budget.
@@ -167,6 +164,27 @@ def test_the_exact_subsample_stage_ends_at_its_share_of_a_mocked_clocks_budget(b
         and exact_route.EXACT_TUNE_SHARE * budget - 1 <= subsample[-1] <= exact_route.EXACT_TUNE_SHARE * budget
     )
     assert full and full[0] > subsample[-1] and budget - 1 <= stages[-1][1] <= budget
+
+
+@pytest.mark.parametrize(
+    ("n", "tune_rows", "size"), [(2500, None, 2000), (2500, 5000, 2000), (2500, 700, 700), (1500, None, None)]
+)
+def test_the_subsample_start_takes_at_most_2000_rows_and_is_skipped_when_it_would_hold_them_all(n, tune_rows, size):
+    mll = _mll(n=n, num_features=16)
+    sizes = []
+
+    def recording(mll):
+        sizes.append(mll.model.train_targets.numel())
+        return _loss(mll)
+
+    with mock.patch("gprf.fitting.recipe._loss", side_effect=recording):
+        gprf.fit_mll(mll, tune_rows=tune_rows, tune_steps=1, finish_steps=0)
+    assert sizes == ([] if size is None else [size])
+
+
+def test_an_unknown_exact_start_is_a_clear_error():
+    with pytest.raises(ValueError, match="exact_start must be 'subsample' or 'surrogate'"):
+        gprf.fit_mll(_mll(), exact_start="warm")
 
 
 def test_a_step_that_cannot_be_evaluated_ends_the_fit_at_the_last_point_evaluated():

@@ -298,6 +298,7 @@ def test_the_option_names_are_the_keyword_arguments():
     assert FIT_MLL_OPTIONS == (
         "time_budget",
         "grow",
+        "exact_start",
         "tune_features",
         "tune_rows",
         "tune_steps",
