@@ -94,6 +94,36 @@ def test_bilinear_derivative_equals_autograd_of_the_dense_matrix():
         torch.testing.assert_close(grad, reference)
 
 
+def test_the_cpu_backward_pass_takes_cache_sized_blocks_and_the_same_derivative(monkeypatch):
+    """On a CPU the backward pass evaluates blocks of at most CPU_BACKWARD_BLOCK_ENTRIES entries, however large
+    ``block_rows`` (the matrix is kept whole for the products), with the derivative of the dense matrix."""
+    from gprf.linalg import exact_kernel_operator
+
+    monkeypatch.setattr(exact_kernel_operator, "CPU_BACKWARD_BLOCK_ENTRIES", 23 * 6)  # 6 rows of 23 columns
+    kernel = base_kernel()
+    x1, x2 = inputs().requires_grad_(True), inputs(23, seed=1)
+    op = operator(kernel, x1, x2, block_rows=100)
+    seen = []
+    evaluate = ExactKernelLinearOperator._evaluate
+
+    def spy(self, rows=None, diag=False):
+        block = evaluate(self, rows, diag)
+        seen.append(block.size(-2))
+        return block
+
+    monkeypatch.setattr(ExactKernelLinearOperator, "_evaluate", spy)
+    generator = torch.Generator().manual_seed(3)
+    left = torch.randn(37, 4, generator=generator, dtype=torch.float64)
+    right = torch.randn(23, 4, generator=generator, dtype=torch.float64)
+    grads = [grad for grad in op._bilinear_derivative(left, right) if grad is not None]
+    assert seen == [6] * 6 + [1]
+    dense_loss = (left * (kernel(x1, x2).to_dense() @ right)).sum()
+    expected = torch.autograd.grad(dense_loss, [x1, kernel.raw_outputscale, kernel.base_kernel.raw_lengthscale])
+    assert len(grads) == 3
+    for grad, reference in zip(grads, expected, strict=True):
+        torch.testing.assert_close(grad.reshape(reference.shape), reference)
+
+
 def test_products_under_autograd_differentiate_blockwise():
     kernel, x = base_kernel(), inputs()
     op = operator(kernel, x)
