@@ -52,7 +52,9 @@ def _check_labels(target: Tensor, num_classes: int) -> None:
 def relative_frobenius_error(approx: Tensor | LinearOperator, exact: Tensor | LinearOperator) -> Tensor:
     r""":math:`\lVert\hat K - K\rVert_F / \lVert K\rVert_F` (the real part of a complex :math:`\hat K`), per batch.
 
-    ``exact`` broadcasts against batches of approximations (e.g. one approximation per feature draw).
+    ``exact`` broadcasts against batches of approximations (e.g. one approximation per feature draw). A
+    random-feature covariance (a model's ``covar_module(x)``) is formed from its feature root, without the
+    :class:`~gprf.exceptions.LowRankStructureWarning` of its ``to_dense()``: the metric needs the dense matrix.
     """
     approx, exact = _dense_real(approx), _dense_real(exact)
     if approx.shape[-2:] != exact.shape[-2:]:
