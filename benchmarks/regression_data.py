@@ -62,7 +62,9 @@ def _read_npz(path: Path, keys: tuple[str, ...]) -> tuple[list[str], dict[str, n
             if isinstance(archive, np.lib.npyio.NpzFile):
                 with archive:
                     return archive.files, {key: archive[key] for key in keys if key in archive.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:  # unreadable, truncated, corrupt
+    # Unreadable, truncated or corrupt; zipfile raises RuntimeError for an entry flagged as encrypted and
+    # NotImplementedError (a RuntimeError) for a damaged version, flag or compression field of the central directory.
+    except (OSError, ValueError, EOFError, RuntimeError, zipfile.BadZipFile, zlib.error) as err:
         raise CLIError(f"argument --data-dir: cannot read {path.name} as an .npz file: {err}") from None
     raise CLIError(
         f"argument --data-dir: {path.name} holds one .npy array, not an .npz archive of x and y (numpy.savez)"

@@ -216,15 +216,30 @@ def timing(args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=2)
-    parser.add_argument("--features", type=int, default=512)
+    parser.add_argument("--seeds", type=int, default=2, help="BO runs per problem and method, seeds 0.. (default: 2)")
+    parser.add_argument(
+        "--features",
+        type=int,
+        default=512,
+        help="random features F of the rf-* models (default: 512; --timing uses 512)",
+    )
     parser.add_argument("--quick", action="store_true", help="one short Hartmann run (smoke test)")
     add_output_arguments(parser, "bayesian_optimization")
     parser.add_argument("--timing", action="store_true", help="the N = 20 000 Thompson-sampling timing instead")
-    parser.add_argument("--timing-n", type=int, default=20_000)
-    parser.add_argument("--botorch-n", type=int, nargs="*", default=[1000, 2000])
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--methods", nargs="*", choices=METHODS, default=list(METHODS))
+    parser.add_argument(
+        "--timing-n", type=int, default=20_000, help="training points N of the --timing run (default: 20000)"
+    )
+    parser.add_argument(
+        "--botorch-n",
+        type=int,
+        nargs="*",
+        default=[1000, 2000],
+        help="smaller N at which --timing measures BoTorch's dense pathwise route (default: 1000 2000)",
+    )
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's own choice)")
+    parser.add_argument(
+        "--methods", nargs="*", choices=METHODS, default=list(METHODS), help="strategies to compare (default: all four)"
+    )
     parser.add_argument("--problems", nargs="*", help="hartmann6, styblinski_tang20 (default: both)")
     args = parser.parse_args()
     if args.plot and args.timing:

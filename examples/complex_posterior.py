@@ -351,7 +351,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_output_arguments(parser, "complex_posterior", tables="complex_posterior.md")
     parser.add_argument("--quick", action="store_true", help="fewer points, F values, draws and timings (smoke test)")
-    parser.add_argument("--datasets", nargs="+", choices=tuple(DATASETS), default=["digits"])
+    parser.add_argument(
+        "--datasets", nargs="+", choices=tuple(DATASETS), default=["digits"], help="datasets to run (default: digits)"
+    )
     parser.add_argument(
         "--train", type=int, default=None, help="training points (digits 500, diabetes 300; --quick: 300)"
     )
@@ -359,11 +361,19 @@ def main(argv: list[str] | None = None) -> None:
         "--test", type=int, default=None, help="test points (digits 400, --quick 200; diabetes: the rest)"
     )
     parser.add_argument("--bias", type=float, default=None, help="c in (xᵀy/ℓ² + c)^p (digits 0, diabetes 1)")
-    parser.add_argument("--degrees", type=int, nargs="+", default=[3, 7])
+    parser.add_argument(
+        "--degrees", type=int, nargs="+", default=[3, 7], help="polynomial degrees p of the kernel (default: 3 7)"
+    )
     parser.add_argument(
         "--features", type=int, nargs="+", default=None, help="F values (default 64 128 256 512 1024; --quick 32 128)"
     )
-    parser.add_argument("--sketches", nargs="+", choices=tuple(SKETCHES), default=["srht", "rademacher"])
+    parser.add_argument(
+        "--sketches",
+        nargs="+",
+        choices=tuple(SKETCHES),
+        default=["srht", "rademacher"],
+        help="polynomial sketches to compare (default: srht rademacher)",
+    )
     parser.add_argument("--seeds", type=int, default=None, help="feature draws per setting (default 3; --quick 2)")
     parser.add_argument(
         "--repeats", type=int, default=None, help="timed runs per draw, median taken (default 3; --quick 1)"

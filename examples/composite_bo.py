@@ -117,15 +117,27 @@ def plot(results: dict, args, path: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernel", default="additive(rbf)", help="kernel spec (default: additive(rbf))")
-    parser.add_argument("--dim", type=int, default=20)
-    parser.add_argument("--init", type=int, default=500)
-    parser.add_argument("--q", type=int, default=25)
-    parser.add_argument("--iterations", type=int, default=8)
-    parser.add_argument("--seeds", type=int, default=2)
-    parser.add_argument("--features", type=int, default=1024)
-    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--dim", type=int, default=20, help="input dimension d of Styblinski-Tang-d (default: 20)")
+    parser.add_argument("--init", type=int, default=500, help="points of the initial Sobol design (default: 500)")
+    parser.add_argument("--q", type=int, default=25, help="candidates evaluated per iteration (default: 25)")
+    parser.add_argument("--iterations", type=int, default=8, help="BO iterations (batches of --q) (default: 8)")
+    parser.add_argument("--seeds", type=int, default=2, help="runs per method, seeds 0.. (default: 2)")
+    parser.add_argument(
+        "--features", type=int, default=1024, help="random features F of the gprf models (default: 1024)"
+    )
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        choices=METHODS,
+        default=list(METHODS),
+        help="strategies to compare (default: all three)",
+    )
     add_output_arguments(parser, "composite_bo")
-    parser.add_argument("--quick", action="store_true", help="a small smoke run")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a small smoke run: --dim 20 --init 30 --q 4 --iterations 2 --seeds 1 --features 256, overriding those",
+    )
     args = parser.parse_args()
     output = output_folder(parser, args, "composite_bo") if args.plot else None
     if args.quick:

@@ -172,8 +172,13 @@ def plot(results, grid, path):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller grid, fewer repeats")
-    parser.add_argument("--points", type=int, default=300)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--points",
+        type=int,
+        default=300,
+        help="digits (random subset) of the kernel-approximation table (default: 300)",
+    )
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default: 1)")
     add_output_arguments(parser, "compositional_features")
     args = parser.parse_args()
     output = output_folder(parser, args, "compositional_features") if args.plot else None

@@ -210,9 +210,16 @@ def plot(all_results: dict, path: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="breast cancer only, 5 training steps")
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--subset", type=int, default=600, help="training points used to fit the hyperparameters")
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--steps", type=int, default=20, help="Adam steps of each hyperparameter fit (default: 20; --quick: 5)"
+    )
+    parser.add_argument(
+        "--subset",
+        type=int,
+        default=600,
+        help="training points used to fit the hyperparameters, at most 2/3 of the training split (default: 600)",
+    )
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default: 1)")
     add_output_arguments(parser, "dirichlet_classification")
     args = parser.parse_args()
     output = output_folder(parser, args, "dirichlet_classification") if args.plot else None

@@ -158,12 +158,21 @@ def plot(results: dict, path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", help="an .npz (x, y) or .csv (target last) file; default: synthetic")
-    parser.add_argument("--max-n", type=int, default=12000)
-    parser.add_argument("--features", type=int, default=4096)
-    parser.add_argument("--budget", type=float, default=60.0, help="training seconds per method")
-    parser.add_argument("--checkpoints", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--max-n", type=int, default=12000, help="rows used, a random subsample; 10%% held out (default: 12000)"
+    )
+    parser.add_argument("--features", type=int, default=4096, help="random Fourier features F (default: 4096)")
+    parser.add_argument("--budget", type=float, default=60.0, help="training seconds per method (default: 60)")
+    parser.add_argument(
+        "--checkpoints",
+        type=int,
+        default=4,
+        help="test evaluations during training, at budget/2^k seconds for k = K-1..0 (default: 4)",
+    )
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default: 1)")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the synthetic data, the subsample and the test split (default: 0)"
+    )
     add_output_arguments(parser, "fit_mll_recipe")
     parser.add_argument("--quick", action="store_true", help="N = 3000, F = 1024, 5 s each")
     args = parser.parse_args()

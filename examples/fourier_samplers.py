@@ -155,7 +155,13 @@ def main(argv: list[str] | None = None) -> None:
         "--seeds", type=int, default=None, help="independent draws per setting (default 20; --quick: 3)"
     )
     parser.add_argument("--seed", type=int, default=0, help="base seed of the feature draws")
-    parser.add_argument("--datasets", nargs="+", choices=("digits", "diabetes"), default=["digits", "diabetes"])
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        choices=("digits", "diabetes"),
+        default=["digits", "diabetes"],
+        help="datasets to run (default: digits diabetes)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
     args = parser.parse_args(argv)
     num_points = args.points or (300 if args.quick else 1000)

@@ -410,8 +410,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--fit-iters", type=int, default=None, help="Adam steps of the exact GP (default 150; --quick: 50)"
     )
-    parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
-    parser.add_argument("--methods", nargs="+", choices=[m.name for m in METHODS], default=[m.name for m in METHODS])
+    parser.add_argument(
+        "--datasets", nargs="+", choices=DATASETS, default=list(DATASETS), help="datasets to run (default: both)"
+    )
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        choices=[m.name for m in METHODS],
+        default=[m.name for m in METHODS],
+        help="feature maps to compare (default: all)",
+    )
     parser.add_argument(
         "--threads",
         type=int,

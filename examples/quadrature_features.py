@@ -154,9 +154,11 @@ def plot(results, names, rules_grid, path):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="digits only, 2 repeats, n in {1, 2}")
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--points", type=int, default=550)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--repeats", type=int, default=20, help="random point subsets and feature draws per setting (default: 20)"
+    )
+    parser.add_argument("--points", type=int, default=550, help="random rows of each dataset per repeat (default: 550)")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default: 1)")
     add_output_arguments(parser, "quadrature_features")
     args = parser.parse_args()
     output = output_folder(parser, args, "quadrature_features") if args.plot else None

@@ -195,16 +195,26 @@ def main(argv: list[str] | None = None) -> None:
     add_output_arguments(parser, "sketch_featurization_timing", tables="sketch_featurization_timing.md")
     parser.add_argument("--quick", action="store_true", help="fewer points and repeats (smoke test)")
     parser.add_argument("--points", type=int, default=None, help="N (default 10000; --quick: 1000)")
-    parser.add_argument("--dim", type=int, default=1024, help="input dimension of the main comparison")
-    parser.add_argument("--features", type=int, default=4096, help="F (complex maps: complex features)")
-    parser.add_argument("--degree", type=int, default=3, help="polynomial degree p")
-    parser.add_argument("--dtype", choices=tuple(DTYPES), default="float32")
+    parser.add_argument("--dim", type=int, default=1024, help="input dimension of the main comparison (default: 1024)")
+    parser.add_argument("--features", type=int, default=4096, help="F (complex maps: complex features) (default: 4096)")
+    parser.add_argument("--degree", type=int, default=3, help="polynomial degree p (default: 3)")
+    parser.add_argument(
+        "--dtype", choices=tuple(DTYPES), default="float32", help="dtype of the inputs and maps (default: float32)"
+    )
     parser.add_argument("--repeats", type=int, default=None, help="timed runs (default 5; --quick: 2)")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed runs before timing")
-    parser.add_argument("--chunk", type=int, default=256, help="rows featurized at once (both sketches)")
-    parser.add_argument("--scaling-dims", type=int, nargs="+", default=[256, 512, 1024, 2048])
-    parser.add_argument("--device", default="cpu", help="torch device (e.g. cuda)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--warmup", type=int, default=1, help="untimed runs before timing (default: 1)")
+    parser.add_argument("--chunk", type=int, default=256, help="rows featurized at once (both sketches) (default: 256)")
+    parser.add_argument(
+        "--scaling-dims",
+        type=int,
+        nargs="+",
+        default=[256, 512, 1024, 2048],
+        help="input dimensions d of the scaling-in-d table (default: 256 512 1024 2048)",
+    )
+    parser.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default: cpu)")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the random inputs; the sketches use seed + 1 (default: 0)"
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
     args = parser.parse_args(argv)
     args.points = args.points or (1000 if args.quick else 10_000)

@@ -132,18 +132,39 @@ def plot(curve: list[tuple[int, float]], args: argparse.Namespace, rss: float, s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--num-data", type=int, default=2_000_000)
-    parser.add_argument("--dim", type=int, default=8)
-    parser.add_argument("--features", type=int, default=256)
-    parser.add_argument("--chunk-size", type=int, default=20_000)
-    parser.add_argument("--checkpoints", type=int, nargs="*", default=[10**5, 3 * 10**5, 10**6, 2 * 10**6])
-    parser.add_argument("--train-size", type=int, default=2000, help="subsample for the hyperparameters")
-    parser.add_argument("--steps", type=int, default=60, help="Adam steps on the marginal likelihood")
-    parser.add_argument("--check-size", type=int, default=20_000, help="N of the in-memory comparison")
-    parser.add_argument("--test-size", type=int, default=5000)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="N = 1e5, F = 128: a smoke run")
+    parser.add_argument("--num-data", type=int, default=2_000_000, help="points N streamed (default: 2000000)")
+    parser.add_argument("--dim", type=int, default=8, help="input dimension d (default: 8)")
+    parser.add_argument("--features", type=int, default=256, help="random Fourier features F (default: 256)")
+    parser.add_argument(
+        "--chunk-size", type=int, default=20_000, help="points generated and streamed at once (default: 20000)"
+    )
+    parser.add_argument(
+        "--checkpoints",
+        type=int,
+        nargs="*",
+        default=[10**5, 3 * 10**5, 10**6, 2 * 10**6],
+        help="points seen at which the test RMSE is recorded, besides after the first chunk "
+        "(default: 100000 300000 1000000 2000000)",
+    )
+    parser.add_argument(
+        "--train-size", type=int, default=2000, help="subsample for the hyperparameters (default: 2000)"
+    )
+    parser.add_argument("--steps", type=int, default=60, help="Adam steps on the marginal likelihood (default: 60)")
+    parser.add_argument("--check-size", type=int, default=20_000, help="N of the in-memory comparison (default: 20000)")
+    parser.add_argument("--test-size", type=int, default=5000, help="test points of the RMSE (default: 5000)")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default: 1)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the streamed data and the feature draw; seed + 1 and + 2 give the subsample and test set "
+        "(default: 0)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke run: N = 1e5, F = 128, 20 steps, --check-size 5000, one checkpoint at 30000",
+    )
     add_output_arguments(parser, "streaming_fit")
     args = parser.parse_args()
     output = output_folder(parser, args, "streaming_fit") if args.plot else None

@@ -13,10 +13,25 @@ from linear_operator import to_dense
 from linear_operator.operators import LinearOperator
 from torch import Tensor
 
+from gprf.linalg import feature_root
+
 
 def _dense_real(matrix: Tensor | LinearOperator) -> Tensor:
-    dense = to_dense(matrix)
-    return dense.real if dense.is_complex() else dense
+    r"""``matrix`` as a dense real tensor (the real part of a complex one).
+
+    A random-feature covariance is formed from its root, :math:`s\,RR^\top (+\,\Sigma)`, rather than by
+    ``to_dense()``: a metric of the dense matrix forms it on purpose, and ``to_dense()`` warns about a model that
+    forms it unasked.
+    """
+    root = feature_root(matrix)
+    if root is None:
+        dense = to_dense(matrix)
+        return dense.real if dense.is_complex() else dense
+    scaled = root.scaled_features()
+    dense = scaled @ scaled.mT
+    if root.noise is not None:
+        dense = dense + torch.diag_embed(root.noise.expand(dense.shape[:-1]))
+    return dense
 
 
 def _check_same_shape(a: Tensor, b: Tensor, names: str) -> None:
@@ -37,7 +52,9 @@ def _check_labels(target: Tensor, num_classes: int) -> None:
 def relative_frobenius_error(approx: Tensor | LinearOperator, exact: Tensor | LinearOperator) -> Tensor:
     r""":math:`\lVert\hat K - K\rVert_F / \lVert K\rVert_F` (the real part of a complex :math:`\hat K`), per batch.
 
-    ``exact`` broadcasts against batches of approximations (e.g. one approximation per feature draw).
+    ``exact`` broadcasts against batches of approximations (e.g. one approximation per feature draw). A
+    random-feature covariance (a model's ``covar_module(x)``) is formed from its feature root, without the
+    :class:`~gprf.exceptions.LowRankStructureWarning` of its ``to_dense()``: the metric needs the dense matrix.
     """
     approx, exact = _dense_real(approx), _dense_real(exact)
     if approx.shape[-2:] != exact.shape[-2:]:

@@ -13,6 +13,7 @@ handling, is tested here in-process: the default folder is announced, and refuse
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
 import json
 import math
@@ -144,6 +145,43 @@ def test_every_example_declares_quick_and_its_output_arguments(example):
         assert '"--plot"' not in source  # the flag comes from the shared helper, not a path option of its own
     elif example in WRITES_CHECKPOINT:
         assert '"--out"' in source
+
+
+def arguments_without_help(source: str) -> list[str]:
+    """The first option string (or line) of every ``add_argument`` call in ``source`` whose help is missing or blank.
+
+    Read from the syntax tree, not from a built parser: most examples build theirs inside ``main`` and run at once.
+    """
+    missing = []
+    for node in ast.walk(ast.parse(source)):
+        if not (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"
+        ):
+            continue
+        help_text = next((keyword.value for keyword in node.keywords if keyword.arg == "help"), None)
+        blank = isinstance(help_text, ast.Constant) and not (
+            isinstance(help_text.value, str) and help_text.value.strip()
+        )
+        if help_text is None or blank:
+            name = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
+            missing.append(name or f"line {node.lineno}")
+    return missing
+
+
+def test_arguments_without_help_finds_missing_and_blank_help():
+    source = """
+parser.add_argument("--a", help="the a")
+parser.add_argument("--b", type=int)
+parser.add_argument("--c", help="  ")
+parser.add_argument("--d", help=None)
+parser.add_argument("--e", help=f"the {name}")
+"""
+    assert arguments_without_help(source) == ["--b", "--c", "--d"]
+
+
+@pytest.mark.parametrize("script", sorted(path.name for path in (ROOT / "examples").glob("*.py")))
+def test_every_example_option_has_a_help_text(script):
+    assert arguments_without_help((ROOT / "examples" / script).read_text(encoding="utf-8")) == []
 
 
 @pytest.mark.slow

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
+from gpytorch.kernels import RBFKernel, ScaleKernel
 from linear_operator.operators import DenseLinearOperator
 
 from gprf import metrics
+from gprf.exceptions import LowRankStructureWarning
+from gprf.kernels import RandomFourierKernel
 
 
 def test_relative_frobenius_error():
@@ -27,6 +31,29 @@ def test_relative_frobenius_error():
     torch.testing.assert_close(
         metrics.relative_frobenius_error(batch, exact), torch.tensor([expected, 0.0], dtype=torch.float64)
     )
+
+
+def test_relative_frobenius_error_of_a_random_feature_covariance_forms_it_without_the_dense_warning():
+    # 30 points, 8 features: to_dense() warns (a model forming this unasked is a setup problem); the metric, which
+    # needs the dense matrix by definition, forms the same matrix from the root and does not.
+    x = torch.randn(30, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    kernel = ScaleKernel(RandomFourierKernel(8, 2, seed=0)).double()
+    kernel.outputscale = 1.7
+    covariance = kernel(x).evaluate_kernel()
+    with pytest.warns(LowRankStructureWarning, match="dense 30 x 30"):
+        dense = covariance.to_dense()
+    exact = 1.7 * RBFKernel().double()(x).to_dense()
+    noisy = covariance.add_diagonal(torch.tensor(0.1, dtype=torch.float64))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LowRankStructureWarning)
+        error = metrics.relative_frobenius_error(kernel(x), exact)  # the lazily evaluated kernel, as a model gives
+        noisy_error = metrics.relative_frobenius_error(noisy, exact + 0.1 * torch.eye(30, dtype=torch.float64))
+    expected = torch.linalg.matrix_norm(dense - exact) / torch.linalg.matrix_norm(exact)
+    assert error.item() == pytest.approx(expected.item(), rel=1e-12)
+    noisy_expected = torch.linalg.matrix_norm(dense - exact) / torch.linalg.matrix_norm(
+        exact + 0.1 * torch.eye(30, dtype=torch.float64)
+    )
+    assert noisy_error.item() == pytest.approx(noisy_expected.item(), rel=1e-12)
 
 
 def test_gaussian_kl_matches_torch_and_is_a_mean_per_point():

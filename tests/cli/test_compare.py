@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ from gprf.cli.approximations import APPROXIMATIONS, Approximation, methods_for_k
 from gprf.cli.compare import CompareReport, MethodResult, parse_methods, report_figure
 from gprf.cli.options import CLIError
 from gprf.cli.report import format_number
+from gprf.exceptions import LowRankStructureWarning
 from gprf.kernels import RandomFourierKernel
 from tests.helpers.command_line import TINY_COMPARE, cli_error, table_rows, write_csv
 from tests.helpers.figures import assert_readable, labelled_ticks
@@ -41,6 +43,16 @@ def test_compare_reports_every_method_with_finite_numbers(capsys, tmp_path):
         assert result["mean"]["kl"] >= 0
     assert report["dataset"]["num_train"] == 120
     assert report["hyperparameters"]["fit_rows"] == 80
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "rbf[0:3]*matern52[3:6]+linear[6:10]"])
+def test_compare_raises_no_low_rank_structure_warning(capsys, kernel):
+    """Its Frobenius errors need each approximation's dense covariance (120 x 120 of rank 16 here): formed on
+    purpose, not the model setup that the warning is about."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LowRankStructureWarning)
+        assert main([*TINY_COMPARE, "--kernel", kernel, "--methods", "rff,orf"]) == 0
+    assert list(table_rows(capsys.readouterr().out)) == ["exact", "rff", "orf"]
 
 
 def test_compare_default_methods_are_every_registered_fourier_sampler(capsys):
