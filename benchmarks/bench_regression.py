@@ -26,6 +26,7 @@ from benchmarks.regression_data import TEST_FRACTION, dataset_names, load_datase
 from benchmarks.regression_methods import (
     CG_TOLERANCE,
     EXACT_METHODS,
+    EXACT_ROUTE_STARTS,
     GPRF_METHODS,
     LEARNING_RATE,
     METHODS,
@@ -189,7 +190,7 @@ def contenders(methods: list[str], sizes: Sizes, gprf_features: list[int], num_t
             runs[method] = (method, None, {"inducing_points": sizes.inducing_points, "batch_size": sizes.batch_size})
         elif method == "sgpr":
             runs[method] = (method, None, {"inducing_points": sizes.inducing_points})
-        elif method == "gprf-exact":
+        elif method in EXACT_ROUTE_STARTS:
             runs[method] = (
                 method,
                 None,

@@ -24,7 +24,9 @@ GPyTorch's initial hyperparameters, trained with Adam:
   :func:`gprf.fit_mll`'s exact route with its defaults: exact steps on a seeded 2,000-row subsample (Cholesky), then
   preconditioned exact steps on all rows; predictive variances by its Rayleigh–Ritz cache
   (``fast_pred_var``). Its kernel matrix is kept whole (``block_rows`` = :math:`N`), as GPyTorch keeps the exact
-  GP's.
+  GP's;
+* ``gprf-exact-surrogate``: the same with ``exact_start="surrogate"``: the random-feature recipe on the kernel's
+  random-feature surrogate first, then the preconditioned exact steps.
 
 The CG-based methods (the exact GPs above ``max_cholesky_size``) report the conjugate-gradient iterations of their
 prediction's mean solve :math:`\hat K^{-1}(y - \mu)` at the trained hyperparameters, to GPyTorch's prediction
@@ -67,12 +69,14 @@ from gprf.linalg import PreconditionedAddedDiagLinearOperator, cg_iterations
 from gprf.metrics import mnll
 
 #: ``--methods`` names, in report order.
-METHODS = ("exact", "exact-start", "exact-warm", "sgpr", "svgp", "rff", "gprf", "gprf-exact")
+METHODS = ("exact", "exact-start", "exact-warm", "sgpr", "svgp", "rff", "gprf", "gprf-exact", "gprf-exact-surrogate")
 #: The exact GPs (their best is what the gprf routes are measured against) and the gprf routes.
 EXACT_METHODS = ("exact", "exact-start", "exact-warm")
-GPRF_METHODS = ("gprf", "gprf-exact")
+GPRF_METHODS = ("gprf", "gprf-exact", "gprf-exact-surrogate")
+#: ``fit_mll``'s ``exact_start`` of the preconditioned exact routes.
+EXACT_ROUTE_STARTS = {"gprf-exact": "subsample", "gprf-exact-surrogate": "surrogate"}
 #: Methods whose solves run conjugate gradients above ``max_cholesky_size`` (their iterations are reported).
-CG_METHODS = (*EXACT_METHODS, "gprf-exact")
+CG_METHODS = (*EXACT_METHODS, *EXACT_ROUTE_STARTS)
 LEARNING_RATE = 0.1
 #: Lengthscale, outputscale and noise of ``exact-start`` and ``exact-warm``.
 SENSIBLE_START = {"lengthscale": 1.0, "outputscale": 1.0, "noise": 0.1}
@@ -244,7 +248,7 @@ def build_contender(method: str, split: Split, sizes: Sizes, num_features: int |
         return ExactContender(RegressionGP(x, y, RBFKernel(ard_num_dims=d)))
     if method in ("exact-start", "exact-warm"):
         return ExactContender(_started_sensibly(RegressionGP(x, y, RBFKernel(ard_num_dims=d))))
-    if method == "gprf-exact":
+    if method in EXACT_ROUTE_STARTS:
         model = _started_sensibly(RegressionGP(x, y, RBFKernel(ard_num_dims=d)))
         model.covar_module = PreconditionedKernel(
             model.covar_module,
@@ -358,11 +362,16 @@ def train_warm(contender: MarginalLikelihoodContender, run: Run, budget: float, 
     _adam_steps(contender, run, optimizer, budget, math.inf)
 
 
-def train_recipe(contender: MarginalLikelihoodContender, run: Run, budget: float) -> None:
-    """:func:`gprf.fit_mll` with ``time_budget=budget``; a step (and possibly a checkpoint) at each call of its
-    ``callback``: every tuning step and the end of every stage."""
+def train_recipe(contender: MarginalLikelihoodContender, run: Run, budget: float, exact_start: str) -> None:
+    """:func:`gprf.fit_mll` with ``time_budget=budget`` (and ``exact_start``, for exact models); a step (and possibly
+    a checkpoint) at each call of its ``callback``: every tuning step and the end of every stage."""
     run.start()
-    gprf.fit_mll(contender.mll, time_budget=budget, callback=lambda stage, seconds: run.step(stage=stage))
+    gprf.fit_mll(
+        contender.mll,
+        time_budget=budget,
+        exact_start=exact_start,
+        callback=lambda stage, seconds: run.step(stage=stage),
+    )
 
 
 def run_contender(
@@ -383,7 +392,7 @@ def run_contender(
         run = Run(contender, split, budget, checkpoints, device)
         try:
             if method in GPRF_METHODS:
-                train_recipe(contender, run, budget)
+                train_recipe(contender, run, budget, EXACT_ROUTE_STARTS.get(method, "subsample"))
             elif method == "exact-warm":
                 train_warm(contender, run, budget, seed)
             else:

@@ -98,7 +98,8 @@ def test_gprf_at_each_feature_count(tmp_path, data_dir):
 def test_contenders_one_gprf_run_per_feature_count():
     runs = contenders(list(METHODS), Sizes(16, 8, 64), [32, 128], num_train=100)
     assert list(runs) == [
-        "exact", "exact-start", "exact-warm", "sgpr", "svgp", "rff", "gprf-32", "gprf-128", "gprf-exact"
+        "exact", "exact-start", "exact-warm", "sgpr", "svgp", "rff", "gprf-32", "gprf-128", "gprf-exact",
+        "gprf-exact-surrogate",
     ]  # fmt: skip
     assert runs["gprf-128"] == ("gprf", 128, {"features": 128})
     assert runs["svgp"] == ("svgp", None, {"inducing_points": 16, "batch_size": 8})
@@ -106,6 +107,7 @@ def test_contenders_one_gprf_run_per_feature_count():
         assert runs[method] == (method, None, {"train_points": 100})
     size = {"train_points": 100, "preconditioner": "nystrom", "preconditioner_features": 1024}
     assert runs["gprf-exact"] == ("gprf-exact", None, size)
+    assert runs["gprf-exact-surrogate"] == ("gprf-exact-surrogate", None, size)
 
 
 def _record(method: str, rmse: float, nll: float) -> dict:

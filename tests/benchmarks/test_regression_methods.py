@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import math
 import time
+from unittest import mock
 
 import gpytorch
 import pytest
 import torch
 from gpytorch.kernels import InducingPointKernel, RFFKernel
 
+import gprf
 from benchmarks import regression_methods
 from benchmarks.regression_methods import (
     METHODS,
@@ -29,7 +31,7 @@ from gprf.kernels import RandomFourierKernel
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 CPU = torch.device("cpu")
-SENSIBLY_STARTED = ["exact-start", "exact-warm", "gprf-exact"]
+SENSIBLY_STARTED = ["exact-start", "exact-warm", "gprf-exact", "gprf-exact-surrogate"]
 
 
 @pytest.fixture
@@ -92,7 +94,7 @@ def test_every_method_but_the_sensible_starts_starts_from_gpytorch_initial_hyper
 def test_the_sensible_start_is_lengthscale_one_outputscale_one_noise_a_tenth(split, method):
     contender = build_contender(method, split, Sizes(16, 8, 32, 12, "random_features"), None, seed=3)
     kernel = contender.model.covar_module
-    if method == "gprf-exact":
+    if method.startswith("gprf-exact"):
         assert kernel.num_features == 12 and kernel.preconditioner == "random_features"
         assert kernel.block_rows == 60  # the kernel matrix kept whole, as GPyTorch keeps the exact GP's
         kernel = kernel.base_kernel
@@ -171,17 +173,26 @@ def test_gprf_runner_takes_checkpoints_at_the_recipes_stages(split):
     assert result["rmse"] < 0.5  # a smooth function, 60 points, 32 features
 
 
-def test_gprf_exact_runs_the_exact_route_of_the_recipe(split):
-    before = build_contender("gprf-exact", split, Sizes(8, 8, 16, 16), None, seed=0).evaluate(split, CPU)
-    result = run_contender("gprf-exact", split, Sizes(8, 8, 16, 16), None, 2.0, 2, seed=0, device=CPU)
-    # A step per callback: the surrogate's three stage ends (a small problem: tune, scale, finish), the exact stage's
-    # end and its steps.
+@pytest.mark.parametrize(("method", "start"), [("gprf-exact", "subsample"), ("gprf-exact-surrogate", "surrogate")])
+def test_gprf_exact_runs_the_exact_route_of_the_recipe(split, method, start):
+    before = build_contender(method, split, Sizes(8, 8, 16, 16), None, seed=0).evaluate(split, CPU)
+    calls = []
+    fit_mll = gprf.fit_mll
+
+    def recording(mll, **options):
+        calls.append(options["exact_start"])
+        return fit_mll(mll, **options)
+
+    with mock.patch("gprf.fit_mll", recording):
+        result = run_contender(method, split, Sizes(8, 8, 16, 16), None, 2.0, 2, seed=0, device=CPU)
+    assert calls == [start]
+    # A step per callback: the exact steps and the stage ends.
     assert result["steps"] > 4
     assert result["rmse"] < before["rmse"] and result["nll"] < before["nll"]
     assert result["cg_iterations"] is None  # 60 rows: Cholesky
 
 
-@pytest.mark.parametrize("method", ["exact", "exact-start", "exact-warm", "gprf-exact"])
+@pytest.mark.parametrize("method", ["exact", "exact-start", "exact-warm", "gprf-exact", "gprf-exact-surrogate"])
 def test_exact_predictions_use_fast_variances(split, method):
     contender = build_contender(method, split, Sizes(8, 8, 16), None, 0)
     assert contender.predict_settings is gpytorch.settings.fast_pred_var
