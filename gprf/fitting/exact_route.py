@@ -57,9 +57,10 @@ from gprf.kernels.preconditioned_kernel import PreconditionedKernel
 EXACT_STARTS = ("subsample", "surrogate")
 #: The largest share of ``time_budget`` the surrogate start may take; the exact steps get the rest.
 SURROGATE_SHARE = 0.5
-#: The most rows of the exact subsample start (its steps cost the cube of its rows), and the share of
-#: ``time_budget`` by whose end it stops.
-EXACT_TUNE_ROWS, EXACT_TUNE_SHARE = 2000, 0.5
+#: The most rows of the exact subsample start (its steps cost the cube of its rows).
+EXACT_TUNE_ROWS = 2000
+#: The share of ``time_budget`` by whose end the exact subsample start stops.
+EXACT_TUNE_SHARE = 0.5
 #: Exact Adam steps on all rows when neither ``finish_steps`` nor ``time_budget`` bounds them.
 DEFAULT_EXACT_STEPS = 100
 
