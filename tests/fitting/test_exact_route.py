@@ -3,6 +3,7 @@ marginal-likelihood steps that raise the exact marginal likelihood, within the t
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from unittest import mock
 
@@ -185,6 +186,25 @@ def test_the_subsample_start_takes_at_most_2000_rows_and_is_skipped_when_it_woul
 def test_an_unknown_exact_start_is_a_clear_error():
     with pytest.raises(ValueError, match="exact_start must be 'subsample' or 'surrogate'"):
         gprf.fit_mll(_mll(), exact_start="warm")
+
+
+@pytest.mark.parametrize(("user_setting", "expected"), [(None, 10), (6, 6)])
+def test_exact_steps_take_at_most_ten_lanczos_iterations_or_the_users_fewer(user_setting, expected):
+    mll = _mll()
+    seen = []
+
+    def recording(mll):
+        if holds_preconditioned_kernel(mll.model):
+            seen.append(gpytorch.settings.max_lanczos_quadrature_iterations.value())
+        return _loss(mll)
+
+    setting = (
+        contextlib.nullcontext() if user_setting is None else gpytorch.settings.max_lanczos_quadrature_iterations(6)
+    )
+    with setting, mock.patch("gprf.fitting.recipe._loss", side_effect=recording):
+        gprf.fit_mll(mll, finish_steps=2)
+    assert seen == [expected, expected]
+    assert gpytorch.settings.max_lanczos_quadrature_iterations.value() == 20  # GPyTorch's default, restored
 
 
 def test_a_step_that_cannot_be_evaluated_ends_the_fit_at_the_last_point_evaluated():
