@@ -45,6 +45,13 @@ def _mll(x=None, y=None, likelihood=None, num_features=32):
         ({"time_budget": -1}, ValueError, "time_budget must be positive seconds or None"),
         ({"time_budget": math.nan}, ValueError, "time_budget must be positive seconds or None, got nan"),
         ({"grow": "half"}, ValueError, "grow must be 'fit' or 'full'"),
+        (
+            {"exact_start": "warm"},
+            ValueError,
+            r"exact_start must be .* \(the exact route's start\), got 'warm'",
+        ),
+        ({"exact_start": "Subsample"}, ValueError, "exact_start must be 'subsample' or 'surrogate'"),
+        ({"exact_start": None}, TypeError, "exact_start must be 'subsample' or 'surrogate' .* got NoneType None"),
         ({"seed": -1}, ValueError, r"seed must be an integer in \[0, 2\*\*63\) or None"),
         ({"seed": 2**63}, ValueError, r"seed must be an integer in \[0, 2\*\*63\)"),
         ({"seed": 1.0}, TypeError, "seed must be an integer .* got float 1.0"),

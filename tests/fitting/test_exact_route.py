@@ -183,6 +183,15 @@ def test_the_subsample_start_takes_at_most_2000_rows_and_is_skipped_when_it_woul
     assert sizes == ([] if size is None else [size])
 
 
+def test_a_one_row_subsample_start_still_ends_at_finite_hyperparameters_that_predict():
+    mll = _mll(n=300)
+    gprf.fit_mll(mll, tune_rows=1, tune_steps=3, finish_steps=2)
+    assert all(torch.isfinite(value).all() for value in parameter_values(mll))
+    with torch.no_grad():
+        prediction = mll.model(mll.model.train_inputs[0][:5])
+    assert torch.isfinite(prediction.mean).all() and (prediction.variance > 0).all()
+
+
 def test_an_unknown_exact_start_is_a_clear_error():
     with pytest.raises(ValueError, match="exact_start must be 'subsample' or 'surrogate'"):
         gprf.fit_mll(_mll(), exact_start="warm")
