@@ -42,6 +42,7 @@ from benchmarks.regression_plot import plot_regression
 from gprf.cli.data import Dataset
 from gprf.cli.options import CLIError, check_output_path, positive_float, positive_int, require_matplotlib
 from gprf.cli.report import Progress, format_number, format_seconds, format_table
+from gprf.prediction.preconditioned import PREDICTION_TOLERANCE
 
 #: argparse type of ``--methods``: a comma-separated subset of :data:`METHODS`, in canonical order.
 method_names = subset_of(METHODS, "method")
@@ -168,6 +169,7 @@ def protocol(args: argparse.Namespace, device: torch.device) -> dict:
         "warm_steps": WARM_STEPS,
         "warm_share": WARM_SHARE,
         "cg_tolerance": CG_TOLERANCE,
+        "prediction_tolerance": PREDICTION_TOLERANCE,
         "optimizer": "Adam",
         "learning_rate": LEARNING_RATE,
         "dtype": args.dtype,
@@ -334,9 +336,10 @@ def render_regression(result: dict) -> list[str]:
     note = (
         "mean: the predict-the-training-mean baseline N(0, 1). exact: from GPyTorch's initial hyperparameters; "
         "exact-start: from lengthscale 1, outputscale 1, noise 0.1; exact-warm: the same start, tuned on a subsample "
-        "first. train_s: the training clock (checkpoint evaluations excluded; the last step may overshoot the "
-        "budget). predict_s: mean and variance at the test points, the first prediction after training (gprf's fit "
-        "conditions on the data within train_s). steps: optimiser steps "
+        "first. train_s: the training clock (checkpoint evaluations excluded; a step starts only while the longest "
+        "step so far fits in the time left). predict_s: mean and variance at the test points, the first prediction "
+        "after training (gprf's fit conditions on the data within train_s; CG-based exact GPs solve the mean to a "
+        f"relative residual of {proto['prediction_tolerance']:g}). steps: optimiser steps "
         "(SVGP: minibatches; gprf: the recipe's tuning steps and stage ends). CG it.: conjugate-gradient iterations "
         f"of the prediction's mean solve to a relative residual of {proto['cg_tolerance']:g} under the method's "
         "preconditioner ('-': a Cholesky solve, or not reached)."

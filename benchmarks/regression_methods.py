@@ -67,6 +67,7 @@ from gprf.cli.timing import synchronize, timed
 from gprf.kernels import PreconditionedKernel, RandomFourierKernel
 from gprf.linalg import PreconditionedAddedDiagLinearOperator, cg_iterations
 from gprf.metrics import mnll
+from gprf.prediction.preconditioned import PREDICTION_TOLERANCE
 
 #: ``--methods`` names, in report order.
 METHODS = ("exact", "exact-start", "exact-warm", "sgpr", "svgp", "rff", "gprf", "gprf-exact", "gprf-exact-surrogate")
@@ -82,7 +83,7 @@ LEARNING_RATE = 0.1
 SENSIBLE_START = {"lengthscale": 1.0, "outputscale": 1.0, "noise": 0.1}
 #: ``exact-warm``: rows of the subsample, and the most Adam steps and share of the budget spent on it.
 WARM_ROWS, WARM_STEPS, WARM_SHARE = 2000, 100, 0.5
-#: Relative residual of the reported CG solves: GPyTorch's prediction tolerance (``eval_cg_tolerance``).
+#: Relative residual of the reported CG solves: GPyTorch's default prediction tolerance (``eval_cg_tolerance``).
 CG_TOLERANCE = 0.01
 
 
@@ -192,8 +193,16 @@ class MarginalLikelihoodContender(Contender):
         return -self.mll(self.model(*self.model.train_inputs), self.model.train_targets)
 
 
+@contextlib.contextmanager
+def exact_prediction_settings():
+    """Predictions of the CG-based exact GPs: LOVE variances (``fast_pred_var``) and the mean solved to
+    :data:`PREDICTION_TOLERANCE`, the tolerance of gprf's exact route, for every one of them."""
+    with gpytorch.settings.fast_pred_var(), gpytorch.settings.eval_cg_tolerance(PREDICTION_TOLERANCE):
+        yield
+
+
 class ExactContender(MarginalLikelihoodContender):
-    predict_settings = gpytorch.settings.fast_pred_var
+    predict_settings = staticmethod(exact_prediction_settings)
 
 
 class SVGPModel(gpytorch.models.ApproximateGP):
@@ -328,14 +337,17 @@ def _adam(contender: Contender) -> torch.optim.Adam:
 
 
 def _adam_steps(contender: Contender, run: Run, optimizer: torch.optim.Optimizer, until: float, steps: float) -> None:
-    """Adam steps on the contender's own loss until the training clock reaches ``until`` or ``steps`` are done (the
-    last step may overshoot the clock: a step is never cut short)."""
-    done = 0
-    while run.clock.seconds() < until and done < steps:
+    """Adam steps on the contender's own loss, at most ``steps``, each started only while the clock plus the longest
+    step so far stays before ``until`` — the rule by which :func:`gprf.fit_mll` keeps its budget, so that every
+    method trains within the same minute (a step is never cut short; one misjudged step may overshoot)."""
+    done, longest = 0, 0.0
+    while done < steps and run.clock.seconds() + longest < until:
+        begin = run.clock.seconds()
         optimizer.zero_grad(set_to_none=True)
         contender.loss().backward()
         optimizer.step()
         run.step()
+        longest = max(longest, run.train_s - begin)
         done += 1
 
 

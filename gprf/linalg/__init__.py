@@ -11,6 +11,7 @@ operators serve :class:`gprf.kernels.PreconditionedKernel` (an exact kernel prec
 
 from gprf.linalg.capacitance import CapacitanceFactor, capacitance_sums, factor_capacitance, weighted_sums
 from gprf.linalg.cg_iteration_count import cg_iterations
+from gprf.linalg.cholesky_terms import cholesky_inv_quad_logdet
 from gprf.linalg.decode import covariance_root, feature_root
 from gprf.linalg.exact_kernel_operator import ExactKernelLinearOperator
 from gprf.linalg.feature_root import FeatureRoot
@@ -54,6 +55,7 @@ __all__ = [
     "capacitance_sums",
     "cg_inv_quad_logdet",
     "cg_iterations",
+    "cholesky_inv_quad_logdet",
     "choose_route",
     "covariance_root",
     "factor_capacitance",

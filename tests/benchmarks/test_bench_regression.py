@@ -52,7 +52,9 @@ def test_every_method_on_every_dataset(tmp_path, capsys, data_dir):
         assert data["methods"]["sgpr"]["inducing_points"] == data["methods"]["svgp"]["inducing_points"] == 270
         for label, record in data["methods"].items():
             assert math.isfinite(record["rmse"]) and math.isfinite(record["nll"]), (name, label)
-            assert record["steps"] >= 1 and record["train_s"] >= 1.0 and record["noise"] > 0
+            assert (
+                record["steps"] >= 1 and 0.5 <= record["train_s"] and record["noise"] > 0
+            )  # steps stop before the budget
             assert record["checkpoints"][-1]["rmse"] == record["rmse"]
         # predicting the training mean scores about 1 in standardised units; a smooth function is learnt
         assert 0.7 < data["baseline"]["rmse"] < 1.3

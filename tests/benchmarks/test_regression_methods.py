@@ -146,7 +146,8 @@ def test_training_improves_on_the_initial_fit(split, method):
     before = build_contender(method, split, Sizes(30, 30, 64), None, seed=0).evaluate(split, CPU)
     result = run_contender(method, split, Sizes(30, 30, 64), None, 0.4, 3, seed=0, device=CPU)
     assert result["rmse"] < before["rmse"] and result["nll"] < before["nll"]
-    assert result["steps"] >= 1 and result["train_s"] >= 0.4
+    # Training stops when the longest step would not fit in the time left (steps of 60 rows take milliseconds).
+    assert result["steps"] >= 1 and 0.2 <= result["train_s"] <= 0.4
     points = result["checkpoints"]
     assert points[-1] == {
         key: value for key, value in result.items() if key not in ("noise", "cg_iterations", "checkpoints")
@@ -193,6 +194,34 @@ def test_gprf_exact_runs_the_exact_route_of_the_recipe(split, method, start):
 
 
 @pytest.mark.parametrize("method", ["exact", "exact-start", "exact-warm", "gprf-exact", "gprf-exact-surrogate"])
-def test_exact_predictions_use_fast_variances(split, method):
+def test_exact_predictions_use_fast_variances_and_the_tight_mean_solve(split, method):
     contender = build_contender(method, split, Sizes(8, 8, 16), None, 0)
-    assert contender.predict_settings is gpytorch.settings.fast_pred_var
+    with contender.predict_settings():
+        assert gpytorch.settings.fast_pred_var.on()
+        assert gpytorch.settings.eval_cg_tolerance.value() == 1e-3
+    assert gpytorch.settings.eval_cg_tolerance.value() == 0.01
+
+
+class SteppedClock:
+    """A training clock that advances ``step`` seconds with every loss evaluation."""
+
+    def __init__(self, step):
+        self.now, self.step = 0.0, step
+
+    def seconds(self):
+        return self.now
+
+
+def test_a_step_starts_only_while_the_longest_step_fits_in_the_time_left(split):
+    contender = build_contender("exact-start", split, Sizes(8, 8, 16), None, 0)
+    run = regression_methods.Run(contender, split, 1.0, 1, CPU)
+    clock = run.clock = SteppedClock(0.4)
+    loss = contender.loss
+
+    def timed_loss():
+        clock.now += clock.step
+        return loss()
+
+    contender.loss = timed_loss
+    regression_methods._adam_steps(contender, run, regression_methods._adam(contender), 1.0, math.inf)
+    assert run.steps == 2 and clock.now == pytest.approx(0.8)  # a third step would have ended at 1.2 s

@@ -158,3 +158,64 @@ def test_fantasy_models_predict_as_the_exact_gps():
             predictions.append((output.mean, output.variance))
     for actual, expected in zip(*predictions, strict=True):
         torch.testing.assert_close(actual, expected)
+
+
+def mean_solve_residual(model):
+    """Relative residual of the mean cache the last prediction solved, against the dense training covariance."""
+    x, y = model.train_inputs[0], model.train_targets
+    with torch.no_grad(), gpytorch.settings.max_cholesky_size(10_000):
+        covariance = model.likelihood(model.forward(x)).covariance_matrix
+    offset = y - model.mean_module(x).detach()
+    solution = model.prediction_strategy.mean_cache
+    return ((covariance @ solution - offset).norm() / offset.norm()).item()
+
+
+@pytest.mark.parametrize(
+    ("prediction_tolerance", "eval_tolerance", "bound"),
+    [
+        (1e-3, 0.01, 1e-3),  # the kernel's default is tighter than GPyTorch's
+        (1e-3, 1e-4, 1e-4),  # a tighter GPyTorch setting wins
+        (None, 1e-4, 1e-4),  # None: GPyTorch's setting alone
+        (1e-4, 0.01, 1e-4),
+    ],
+)
+def test_the_mean_solve_runs_to_the_smaller_tolerance(prediction_tolerance, eval_tolerance, bound):
+    preconditioned, _ = models(num_features=16)
+    preconditioned.covar_module.prediction_tolerance = prediction_tolerance
+    with (
+        gpytorch.settings.max_cholesky_size(100),
+        gpytorch.settings.eval_cg_tolerance(eval_tolerance),
+        torch.no_grad(),
+    ):
+        preconditioned(test_test_points())
+    assert preconditioned.prediction_strategy.tolerance == prediction_tolerance
+    assert mean_solve_residual(preconditioned) <= bound
+
+
+def test_a_tighter_tolerance_shows_in_the_mean():
+    errors = {}
+    for tolerance in (None, 1e-4):
+        preconditioned, plain = models(num_features=16)
+        assert preconditioned.covar_module.prediction_tolerance == 1e-3  # the default
+        preconditioned.covar_module.prediction_tolerance = tolerance
+        x = test_test_points()
+        with gpytorch.settings.max_cholesky_size(100), torch.no_grad():
+            mean = preconditioned(x).mean
+        errors[tolerance] = (mean - dense_prediction(plain, x)[0]).abs().max().item()
+    assert errors[1e-4] < errors[None] / 10
+
+
+@pytest.mark.parametrize("bad", [0, -1e-3, float("inf"), float("nan"), True, "1e-3"])
+def test_a_bad_prediction_tolerance_is_refused_by_name(bad):
+    with pytest.raises(ValueError, match="prediction_tolerance must be a positive relative residual"):
+        PreconditionedKernel(ScaleKernel(RBFKernel()), 16, prediction_tolerance=bad)
+
+
+def test_batch_views_keep_the_prediction_tolerance():
+    kernel = PreconditionedKernel(
+        ScaleKernel(RBFKernel(batch_shape=torch.Size([2])), batch_shape=torch.Size([2])),
+        16,
+        prediction_tolerance=1e-5,
+        num_dims=1,
+    )
+    assert kernel[0].prediction_tolerance == 1e-5
