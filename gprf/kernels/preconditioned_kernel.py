@@ -307,9 +307,9 @@ class PreconditionedKernel(Kernel):
         return self.base_kernel.num_outputs_per_input(x1, x2)
 
     def prediction_strategy(self, train_inputs, train_prior_dist, train_labels, likelihood):
-        return PreconditionedPredictionStrategy(
-            train_inputs, train_prior_dist, train_labels, likelihood, tolerance=self.prediction_tolerance
-        )
+        strategy = PreconditionedPredictionStrategy(train_inputs, train_prior_dist, train_labels, likelihood)
+        strategy.tolerance = self.prediction_tolerance
+        return strategy
 
     # ------------------------------------------------------------------ batch views keep the tying
     def __getitem__(self, index) -> Kernel:

@@ -58,17 +58,11 @@ class PreconditionedPredictionStrategy(DefaultPredictionStrategy):
     training covariance GPyTorch builds around the kernel's, are GPyTorch's own.
     """
 
-    def __init__(
-        self,
-        train_inputs,
-        train_prior_dist,
-        train_labels,
-        likelihood,
-        root=None,
-        inv_root=None,
-        *,
-        tolerance: float | None = PREDICTION_TOLERANCE,
-    ) -> None:
+    #: Relative residual of the mean solve (the smaller of it and ``eval_cg_tolerance`` applies; ``None``: the latter
+    #: alone); the kernel sets its ``prediction_tolerance`` here.
+    tolerance: float | None = PREDICTION_TOLERANCE
+
+    def __init__(self, train_inputs, train_prior_dist, train_labels, likelihood, root=None, inv_root=None) -> None:
         covariance = getattr(likelihood(train_prior_dist, train_inputs), "lazy_covariance_matrix", None)
         if not isinstance(covariance, AddedDiagLinearOperator):
             raise TypeError(
@@ -78,7 +72,6 @@ class PreconditionedPredictionStrategy(DefaultPredictionStrategy):
                 "one."
             )
         super().__init__(train_inputs, train_prior_dist, train_labels, likelihood, root, inv_root)
-        self.tolerance = tolerance
         covariance = covariance.evaluate_kernel()
         # None: a covariance built by GPyTorch around the kernel's (the batch-repeated one of a fantasy model), which
         # GPyTorch's own solves serve.
