@@ -18,7 +18,7 @@ Measures, round-robin over the models (median seconds):
 * ``setup``: building that acquisition function (posterior caches, baseline pruning), timed separately.
 
 GPyTorch evaluates the test–train covariance block of every batch of candidates; gprf keeps its training side
-deferred (:class:`~gprf.linalg.deferred_root_transpose_operator.DeferredRootTransposeLinearOperator`), since its
+deferred (:class:`~gprf.linalg.deferred_root_operator.DeferredRootLinearOperator`), since its
 prediction never reads it.
 """
 

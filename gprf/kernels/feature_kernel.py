@@ -4,6 +4,7 @@ of the protocol."""
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from gprf.features.versions import feature_versions, mark_written
 from gprf.kernels.exact_expression import exact_expression
 from gprf.kernels.kernel_origin import KernelOrigin
 from gprf.linalg import FeatureRootLinearOperator, LazyFeatures, covariance_root
-from gprf.linalg.deferred_root_transpose_operator import DeferredRootTransposeLinearOperator
+from gprf.linalg.deferred_root_operator import DeferredRootLinearOperator
 from gprf.linalg.root_algebra import same_tensor as same_inputs
 from gprf.prediction import FeatureSpacePredictionStrategy
 from gprf.settings import feature_chunk_size
@@ -98,22 +99,46 @@ class FeatureKernel(VisibleWrites, Kernel, ABC):
             chunk_size = feature_chunk_size.rows(x1.size(-2), self.root_dim)
             if chunk_size is not None:  # large N F: the marginal likelihood sums over row chunks, never forming R
                 return self.root_operator(x1, self.lazy_features(x1, chunk_size))
+        if not same and not diag:
+            return MatmulLinearOperator(self.deferred_root(x1), self.deferred_root(x2, transposed=True))
         r1 = self.features(x1)
         if same:
             return (r1 * r1).sum(-1) if diag else self.root_operator(x1, r1)
-        if diag:
-            return (r1 * self.features(x2)).sum(-1)
-        return MatmulLinearOperator(r1, self.deferred_root_transpose(x2))
+        return (r1 * self.features(x2)).sum(-1)
 
-    def deferred_root_transpose(self, x: Tensor) -> DeferredRootTransposeLinearOperator:
-        """:math:`R^\top` of raw inputs ``x``, featurised only when read: the second factor of cross covariances, whose
-        training side GPyTorch's prediction evaluates for every call and gprf's prediction never reads."""
-        with torch.no_grad():
-            first = self.features(x[..., :1, :])  # the batch shape and F of the root, from one row
+    def deferred_root(self, x: Tensor, transposed: bool = False) -> DeferredRootLinearOperator:
+        """:math:`R` (or :math:`R^\top`) of raw inputs ``x``, featurised only when read: the factors of cross
+        covariances, whose test-train block GPyTorch's prediction evaluates for every call and gprf's prediction never
+        reads (it takes the test rows' features from the test-test block)."""
+        batch_shape, num_features = self._root_shape(x)
         params = tuple(param for param in self.parameters() if param.requires_grad)
-        return DeferredRootTransposeLinearOperator(
-            x, *params, feature_fn=self.features, batch_shape=first.shape[:-2], num_features=first.size(-1)
+        return DeferredRootLinearOperator(
+            x,
+            *params,
+            feature_fn=self.features,
+            batch_shape=batch_shape,
+            num_features=num_features,
+            transposed=transposed,
         )
+
+    def _root_shape(self, x: Tensor) -> tuple[torch.Size, int]:
+        """The batch shape and :math:`F` of the root of ``x``: from one featurised row, kept for the next call with
+        the same shapes (the root's shape is a function of the shapes of the inputs, parameters and buffers alone;
+        one entry, so the memory does not grow)."""
+        key = (
+            x.shape[:-2],
+            x.shape[-1],
+            x.dtype,
+            x.device,
+            self.root_dim,
+            tuple(tensor.shape for tensor in itertools.chain(self.parameters(), self.buffers())),
+        )
+        known = self.__dict__.get("_known_root_shape")
+        if known is None or known[0] != key:
+            with torch.no_grad():
+                first = self.features(x[..., :1, :])
+            known = self.__dict__["_known_root_shape"] = (key, (first.shape[:-2], first.size(-1)))
+        return known[1]
 
     def lazy_features(self, x: Tensor, chunk_size: int) -> LazyFeatures:
         """The root of raw inputs ``x`` not formed: :meth:`features` of row chunks of ``chunk_size``, differentiable

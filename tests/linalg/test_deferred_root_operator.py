@@ -1,6 +1,7 @@
-"""DeferredRootTransposeLinearOperator: the cross covariance of a feature kernel equals R1 R2^T with R2 formed only when
-read, gradients reach the inputs and the kernel's lengthscale through it, batched predictions never featurise the
-training rows, and linear_operator's RectangularLinearOperatorTestCase."""
+"""DeferredRootLinearOperator: the cross covariance of a feature kernel equals R1 R2^T with both roots formed only when
+read (one row featurised for the shape, once per shape), gradients reach the inputs and the kernel's lengthscale
+through either factor, batched predictions never featurise the training rows and featurise the test rows once, and
+linear_operator's RectangularLinearOperatorTestCase in both orientations."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from linear_operator.operators import MatmulLinearOperator, to_dense
 from linear_operator.test.linear_operator_test_case import RectangularLinearOperatorTestCase
 
 from gprf.kernels import RandomFourierKernel
-from gprf.linalg.deferred_root_transpose_operator import DeferredRootTransposeLinearOperator
+from gprf.linalg.deferred_root_operator import DeferredRootLinearOperator
 from gprf.testing import ExactGPModel
 
 
@@ -33,9 +34,13 @@ def test_cross_covariance_is_the_product_of_the_roots_and_is_formed_only_when_re
     with mock.patch.object(kernel, "features", wraps=kernel.features) as features:
         cross = kernel(x1, x2).evaluate_kernel()
         rows = sum(call.args[0].size(-2) for call in features.call_args_list)
+        again = kernel(_inputs(3, 2, 7), x2).evaluate_kernel()  # the same shapes but the number of rows
+        rows_again = sum(call.args[0].size(-2) for call in features.call_args_list) - rows
     assert isinstance(cross, MatmulLinearOperator)
-    assert isinstance(cross.right_linear_op, DeferredRootTransposeLinearOperator)
-    assert rows == 5 + 1  # x1 and one row of x2 (for the root's shape)
+    assert isinstance(cross.left_linear_op, DeferredRootLinearOperator) and not cross.left_linear_op.transposed
+    assert isinstance(cross.right_linear_op, DeferredRootLinearOperator) and cross.right_linear_op.transposed
+    assert rows == 1  # one row, for the roots' shape
+    assert rows_again == 0 and again.shape == (2, 7, 40)
     torch.testing.assert_close(cross.to_dense(), expected, rtol=1e-12, atol=1e-12)
     rhs = torch.randn(2, 40, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     torch.testing.assert_close(cross @ rhs, expected @ rhs, rtol=1e-12, atol=1e-12)
@@ -63,11 +68,15 @@ def test_batched_predictions_do_not_featurise_the_training_rows():
     with torch.no_grad():
         model(test_x[0])  # builds the caches from the 200 training rows
         kernel = model.covar_module
-        with mock.patch.object(kernel, "features", wraps=kernel.features) as features:
-            output = model(test_x)
-            rows = sum(call.args[0][..., 0].numel() for call in features.call_args_list)
+        counts = []
+        for _ in range(2):
+            with mock.patch.object(kernel, "features", wraps=kernel.features) as features:
+                output = model(test_x)
+                counts.append(sum(call.args[0][..., 0].numel() for call in features.call_args_list))
     assert output.mean.shape == (16, 4)
-    assert rows < 200  # the 16 x 4 test rows and one training row per batch, never the 16 x 200 training rows
+    # The test rows once (from the test-test block), never the 16 x 200 training rows; the first call with a new batch
+    # shape also featurises one row per batch for the roots' shape.
+    assert counts == [16 * 4 + 16, 16 * 4]
 
 
 # ---------------------------------------------------------------------------------------- linear_operator's case
@@ -77,22 +86,37 @@ class TestDeferredRootTransposeOperatorCase(RectangularLinearOperatorTestCase, u
 
     seed = 0
     batch_shape = ()
+    transposed = True
 
     def create_linear_op(self):
         self.weights = torch.randn(3, 4)
-        return DeferredRootTransposeLinearOperator(
+        return DeferredRootLinearOperator(
             torch.randn(*self.batch_shape, 5, 3),
             feature_fn=lambda x: torch.cos(x @ self.weights),
             batch_shape=torch.Size(self.batch_shape),
             num_features=4,
+            transposed=self.transposed,
         )
 
     def evaluate_linear_op(self, linear_op):
-        return torch.cos(linear_op.inputs @ self.weights).mT
+        root = torch.cos(linear_op.inputs @ self.weights)
+        return root.mT if self.transposed else root
 
 
 class TestDeferredRootTransposeOperatorCaseBatch(TestDeferredRootTransposeOperatorCase):
     seed = 1
+    batch_shape = (2, 3)
+
+
+class TestDeferredRootOperatorCase(TestDeferredRootTransposeOperatorCase):
+    """The same checks on R itself (N = 5 rows, F = 4 columns: the left factor of a cross covariance)."""
+
+    seed = 3
+    transposed = False
+
+
+class TestDeferredRootOperatorCaseBatch(TestDeferredRootOperatorCase):
+    seed = 4
     batch_shape = (2, 3)
 
 
@@ -103,7 +127,7 @@ class TestDeferredRootTransposeOfKernelCase(RectangularLinearOperatorTestCase, u
 
     def create_linear_op(self):
         self.kernel = RandomFourierKernel(4, num_dims=3, ard_num_dims=3, seed=0)
-        return self.kernel.deferred_root_transpose(torch.randn(2, 5, 3))
+        return self.kernel.deferred_root(torch.randn(2, 5, 3), transposed=True)
 
     def evaluate_linear_op(self, linear_op):
         return self.kernel.features(linear_op.inputs).mT
@@ -121,7 +145,7 @@ class TestDeferredRootTransposeOfKernelCase(RectangularLinearOperatorTestCase, u
 
     def _check_gradients(self, product, reference):
         inputs = torch.randn(2, 5, 3, requires_grad=True)
-        linear_op = self.kernel.deferred_root_transpose(inputs)
+        linear_op = self.kernel.deferred_root(inputs, transposed=True)
         result = to_dense(product(linear_op))
         grads = torch.autograd.grad(result.square().sum(), (inputs, self.kernel.raw_lengthscale))
         expected = reference(self.evaluate_linear_op(linear_op))

@@ -1,4 +1,5 @@
-r"""The transposed root :math:`R^\top` of inputs that are featurised only when a consumer reads it."""
+r"""A feature root :math:`R` (or its transpose :math:`R^\top`) of inputs that are featurised only when a consumer reads
+it."""
 
 from __future__ import annotations
 
@@ -9,15 +10,17 @@ from torch import Tensor
 from gprf.linalg.chunked_gram import FeatureFunction
 
 
-class DeferredRootTransposeLinearOperator(LinearOperator):
-    r""":math:`R^\top = f(X)^\top` ``(*batch, F, N)``, with :math:`R` formed on first use.
+class DeferredRootLinearOperator(LinearOperator):
+    r""":math:`R = f(X)` ``(*batch, N, F)``, or :math:`R^\top` ``(*batch, F, N)`` with ``transposed``, formed on first
+    use.
 
-    The cross covariance :math:`K(X_1, X_2) = R_1 R_2^\top` of a feature kernel is the product of the first root and
-    this operator. GPyTorch's exact prediction evaluates the test-train block :math:`K(X_*, X)` of every call, with the
-    training inputs expanded to the batch shape of the test inputs, while gprf's feature-space prediction never reads
-    that block (the training rows are in its cached :math:`F\times F` factor): formed eagerly, a batch of 64 candidate
-    sets featurised all :math:`N` training rows 64 times. Kept deferred, the rows are featurised only if a consumer
-    (a dense fallback strategy, ``to_dense``) multiplies with the block.
+    The cross covariance :math:`K(X_1, X_2) = R_1 R_2^\top` of a feature kernel is the product of two of these.
+    GPyTorch's exact prediction evaluates the test-train block :math:`K(X_*, X)` of every call, with the training
+    inputs expanded to the batch shape of the test inputs, while gprf's feature-space prediction never reads that block
+    (the training rows are in its cached :math:`F\times F` factor, the test rows' features come from the test-test
+    block): formed eagerly, a batch of 64 candidate sets featurised all :math:`N` training rows 64 times, and every
+    posterior call featurised its test points twice. Kept deferred, the rows are featurised only if a consumer (a
+    dense fallback strategy, ``to_dense``) multiplies with the block.
 
     Args:
         inputs: :math:`X` ``(*batch, N, d)``, as ``feature_fn`` takes them.
@@ -27,6 +30,7 @@ class DeferredRootTransposeLinearOperator(LinearOperator):
         feature_fn: :math:`f`, mapping rows ``(*batch, n, d)`` to their features ``(*batch', n, F)``.
         batch_shape: The batch shape of :math:`R` (the inputs' and the kernel's, broadcast).
         num_features: :math:`F`.
+        transposed: Whether the operator is :math:`R^\top` (the right factor of a cross covariance).
     """
 
     def __init__(
@@ -36,13 +40,22 @@ class DeferredRootTransposeLinearOperator(LinearOperator):
         feature_fn: FeatureFunction,
         batch_shape: torch.Size,
         num_features: int,
+        transposed: bool = False,
     ) -> None:
-        super().__init__(inputs, *params, feature_fn=feature_fn, batch_shape=batch_shape, num_features=num_features)
+        super().__init__(
+            inputs,
+            *params,
+            feature_fn=feature_fn,
+            batch_shape=batch_shape,
+            num_features=num_features,
+            transposed=transposed,
+        )
         self.inputs = inputs
         self.params = params
         self.feature_fn = feature_fn
         self.root_batch_shape = torch.Size(batch_shape)
         self.num_features = num_features
+        self.transposed = transposed
         self._root: Tensor | None = None
 
     def root(self) -> Tensor:
@@ -58,20 +71,34 @@ class DeferredRootTransposeLinearOperator(LinearOperator):
         root = self.feature_fn(self.inputs)
         return root.expand(*self.root_batch_shape, *root.shape[-2:])
 
+    def _oriented(self, root: Tensor) -> Tensor:
+        """``root`` :math:`R` as this operator's matrix (:math:`R^\\top` when transposed)."""
+        return root.mT if self.transposed else root
+
     def _size(self) -> torch.Size:
-        return torch.Size((*self.root_batch_shape, self.num_features, self.inputs.size(-2)))
+        rows, columns = self.inputs.size(-2), self.num_features
+        return torch.Size((*self.root_batch_shape, *((columns, rows) if self.transposed else (rows, columns))))
 
     def _matmul(self, rhs: Tensor) -> Tensor:
-        return self.root().mT @ rhs
+        return self._oriented(self.root()) @ rhs
 
     def _t_matmul(self, rhs: Tensor) -> Tensor:
-        return self.root() @ rhs
+        return self._oriented(self.root()).mT @ rhs
 
     def _transpose_nonbatch(self) -> LinearOperator:
-        return DenseLinearOperator(self.root())
+        flipped = DeferredRootLinearOperator(
+            self.inputs,
+            *self.params,
+            feature_fn=self.feature_fn,
+            batch_shape=self.root_batch_shape,
+            num_features=self.num_features,
+            transposed=not self.transposed,
+        )
+        flipped._root = self._root  # a root formed without gradients serves both orientations
+        return flipped
 
     def to_dense(self) -> Tensor:
-        return self.root().mT
+        return self._oriented(self.root())
 
     def _dense(self) -> DenseLinearOperator:
         return DenseLinearOperator(self.to_dense())
@@ -94,7 +121,8 @@ class DeferredRootTransposeLinearOperator(LinearOperator):
         return self._dense()._unsqueeze_batch(dim)
 
     def _bilinear_derivative(self, left_vecs: Tensor, right_vecs: Tensor) -> tuple[Tensor | None, ...]:
-        r""":math:`\partial\,\mathrm{tr}(U^\top R^\top V)` with respect to the inputs and the parameters.
+        r""":math:`\partial\,\mathrm{tr}(U^\top A V)` (:math:`A` this operator) with respect to the inputs and the
+        parameters.
 
         linear_operator's default differentiates a copy of the operator built from detached copies of its
         representation, which ``feature_fn`` (reading the kernel's own parameters) would not use; here the root is
@@ -104,7 +132,7 @@ class DeferredRootTransposeLinearOperator(LinearOperator):
         if not wanted:
             return (None,) * len(args)
         with torch.enable_grad():
-            loss = (left_vecs * (self._formed().mT @ right_vecs)).sum()
+            loss = (left_vecs * (self._oriented(self._formed()) @ right_vecs)).sum()
             grads = iter(torch.autograd.grad(loss, wanted, allow_unused=True))
         return tuple(next(grads) if arg.requires_grad else None for arg in args)
 
