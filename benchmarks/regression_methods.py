@@ -341,13 +341,14 @@ def _adam_steps(contender: Contender, run: Run, optimizer: torch.optim.Optimizer
     step so far stays before ``until`` — the rule by which :func:`gprf.fit_mll` keeps its budget, so that every
     method trains within the same minute (a step is never cut short; one misjudged step may overshoot)."""
     done, longest = 0, 0.0
-    while done < steps and run.clock.seconds() + longest < until:
-        begin = run.clock.seconds()
+    begin = run.clock.seconds()
+    while done < steps and begin + longest < until:
         optimizer.zero_grad(set_to_none=True)
         contender.loss().backward()
         optimizer.step()
-        run.step()
+        run.step()  # reads the clock into run.train_s (before any checkpoint, which the clock leaves out)
         longest = max(longest, run.train_s - begin)
+        begin = run.train_s
         done += 1
 
 

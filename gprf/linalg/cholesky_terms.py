@@ -26,28 +26,31 @@ from torch import Tensor
 
 
 class _CholeskyInvQuadLogdet(torch.autograd.Function):
-    """``(matrix (*b, N, N), rhs (*b, N, M)) -> (q (*b, M), logdet (*b))`` with the closed-form backward pass."""
+    """``(matrix (*b, N, N), rhs (*b, N, M), logdet_wanted) -> (q (*b, M), logdet (*b))`` with the closed-form backward
+    pass (the log-determinant's term only when ``logdet_wanted``: the caller returns it only then)."""
 
     @staticmethod
-    def forward(ctx, matrix: Tensor, rhs: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(ctx, matrix: Tensor, rhs: Tensor, logdet_wanted: bool) -> tuple[Tensor, Tensor]:
         factor = psd_safe_cholesky(matrix)
         solution = torch.cholesky_solve(rhs, factor)
         inv_quad = (rhs * solution).sum(-2)
         logdet = 2 * factor.diagonal(dim1=-2, dim2=-1).log().sum(-1)
         ctx.save_for_backward(factor, solution)
+        ctx.logdet_wanted = logdet_wanted
         return inv_quad, logdet
 
     @staticmethod
-    def backward(ctx, grad_inv_quad: Tensor, grad_logdet: Tensor) -> tuple[Tensor | None, Tensor | None]:
+    def backward(ctx, grad_inv_quad: Tensor, grad_logdet: Tensor) -> tuple[Tensor | None, Tensor | None, None]:
         factor, solution = ctx.saved_tensors
         weighted = solution * grad_inv_quad.unsqueeze(-2)
         grad_matrix = grad_rhs = None
         if ctx.needs_input_grad[0]:
-            grad_matrix = torch.cholesky_inverse(factor) * grad_logdet.unsqueeze(-1).unsqueeze(-1)
-            grad_matrix = grad_matrix - weighted @ solution.mT
+            grad_matrix = -(weighted @ solution.mT)
+            if ctx.logdet_wanted:  # A^-1 costs 2N^3/3: only where the log-determinant was asked for
+                grad_matrix = grad_matrix + torch.cholesky_inverse(factor) * grad_logdet.unsqueeze(-1).unsqueeze(-1)
         if ctx.needs_input_grad[1]:
             grad_rhs = 2 * weighted
-        return grad_matrix, grad_rhs
+        return grad_matrix, grad_rhs, None
 
 
 def cholesky_inv_quad_logdet(
@@ -71,7 +74,7 @@ def cholesky_inv_quad_logdet(
             f"inv_quad_rhs of shape {tuple(inv_quad_rhs.shape)} does not match the matrix of shape "
             f"{tuple(matrix.shape)}: it needs the shape (*batch, N, M) with the matrix's batch and N."
         )
-    inv_quad, log_determinant = _CholeskyInvQuadLogdet.apply(matrix, rhs)
+    inv_quad, log_determinant = _CholeskyInvQuadLogdet.apply(matrix, rhs, bool(logdet))
     if inv_quad_rhs is None:
         inv_quad = None
     elif reduce_inv_quad:

@@ -124,3 +124,11 @@ def test_a_preconditioned_kernels_marginal_likelihood_at_cholesky_sizes_equals_t
     assert calls == [torch.Size([60, 60])]
     for ours, theirs in zip(values["preconditioned"], values["exact"], strict=True):
         torch.testing.assert_close(ours, theirs)
+
+
+def test_without_the_log_determinant_the_gradient_is_the_inverse_quadratic_terms_alone():
+    matrix, right = spd().requires_grad_(), rhs()
+    inv_quad, _ = cholesky_inv_quad_logdet(matrix, right, logdet=False)
+    inv_quad.backward()
+    solution = torch.linalg.solve(matrix.detach(), right)
+    torch.testing.assert_close(matrix.grad, -(solution @ solution.mT))
