@@ -8,6 +8,10 @@ prediction capacitance :math:`I + (s/\sigma^2)\Phi^\top\Phi` that it hands to th
 .. math::
     T_\text{refit}(N, F) = c_G\,NF^2 + c_E\,F^3.
 
+With fewer rows than features the refit works with the :math:`N\times N` Gram :math:`\Phi\Phi^\top` instead (the
+points route, :meth:`gprf.fitting.ScaleStatistics.from_points`) and hands nothing to the prediction cache: the same
+products and decompositions with :math:`N` and :math:`F` swapped, :math:`c_G\,N^2F + c_E\,N^3`.
+
 :func:`probe_refit_cost` measures :math:`c_G` and :math:`c_E` on the model's device when the fit starts, by running
 those very steps on a slice of the problem (an eighth of the rows, nested prefixes of a quarter of the features, at
 most :data:`PROBE_ROWS` and :data:`PROBE_FEATURES`) after an untimed run at a smaller size (the first call of a BLAS
@@ -92,7 +96,8 @@ class FitClock:
 
 @dataclass(frozen=True)
 class RefitCost:
-    r"""Seconds of the exact refit, :math:`c_G NF^2 + c_E F^3` (module docstring).
+    r"""Seconds of the exact refit, :math:`c_G NF^2 + c_E F^3`, or :math:`c_G N^2F + c_E N^3` below :math:`F` rows
+    (module docstring).
 
     Attributes:
         gram_rate: :math:`c_G`, seconds per :math:`NF^2` (features, Gram matrix and projections).
@@ -103,7 +108,8 @@ class RefitCost:
     cubic_rate: float
 
     def seconds(self, num_rows: int, num_features: int) -> float:
-        return self.gram_rate * num_rows * num_features**2 + self.cubic_rate * num_features**3
+        inner = min(num_rows, num_features)  # the points route below F rows (module docstring)
+        return self.gram_rate * num_rows * num_features * inner + self.cubic_rate * inner**3
 
     def slower(self, other: RefitCost) -> RefitCost:
         """The slower of two measurements, rate by rate (the load of a shared machine varies during a fit)."""

@@ -48,9 +48,11 @@ class RefitGram:
     state: tuple
 
     @classmethod
-    def after_refit(cls, mll: ExactMarginalLogLikelihood, sums: FeatureSums) -> RefitGram:
-        """Stamp ``sums`` with the model's state right after the refit wrote its hyperparameters."""
-        return cls(sums, _model_state(mll))
+    def after_refit(cls, mll: ExactMarginalLogLikelihood, sums: FeatureSums | None) -> RefitGram | None:
+        """Stamp ``sums`` with the model's state right after the refit wrote its hyperparameters; ``None`` for no sums
+        (a refit on the points route forms no Gram of the features:
+        :func:`~gprf.fitting.scale_fit.fit_scale_with_sums`)."""
+        return None if sums is None else cls(sums, _model_state(mll))
 
     def is_current(self, mll: ExactMarginalLogLikelihood) -> bool:
         """Whether nothing of the model changed since the refit (else the sums belong to other hyperparameters)."""

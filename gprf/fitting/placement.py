@@ -46,9 +46,9 @@ class RowPlacement:
         times the refit's steps on this process's rows, :func:`~gprf.fitting.budget.probe_refit_cost`)."""
         return probe()
 
-    def fit_scale_with_sums(self, mll: ExactMarginalLogLikelihood) -> tuple[ScaleFitResult, FeatureSums]:
+    def fit_scale_with_sums(self, mll: ExactMarginalLogLikelihood) -> tuple[ScaleFitResult, FeatureSums | None]:
         """The exact scale refit on every row of the fit, and the sums of every row it formed
-        (:func:`~gprf.fitting.scale_fit.fit_scale_with_sums`)."""
+        (:func:`~gprf.fitting.scale_fit.fit_scale_with_sums`; ``None`` where it took the points route)."""
         return fit_scale_with_sums(mll)
 
     def end_fit(

@@ -227,7 +227,7 @@ def fit_mll(
         if cost is not None:
             growth.fit_refit_within(cost, clock, grow, report)
         result, sums = placement.fit_scale_with_sums(mll)
-        refit = RefitGram.after_refit(mll, sums)
+        refit = RefitGram.after_refit(mll, sums)  # None where the refit took the points route
         report(f"scale refit (full data, F = {growth.total(None)})", None, detail=str(result))
         checkpoints.append(("the scale refit", parameter_values(mll)))
         clock.checkpoint("scale")

@@ -30,7 +30,7 @@ from gprf._checks import check_positive_int
 from gprf.fitting.scale_statistics import FeatureSums, ScaleStatistics, SumsReduction
 from gprf.kernels.feature_kernel import is_feature_kernel, unwrap_scale_kernel
 from gprf.kernels.feature_product_kernel import select_active
-from gprf.linalg import covariance_root
+from gprf.linalg import choose_route, covariance_root
 
 # Elements of one chunk of features (rows x F); 2^23 float64 values are 64 MiB.
 _CHUNK_ELEMENTS = 2**23
@@ -329,26 +329,54 @@ def fit_scale_with_sums(
     chunk_size: int | None = None,
     max_iter: int = 100,
     reduce_sums: SumsReduction | None = None,
-) -> tuple[ScaleFitResult, FeatureSums]:
+) -> tuple[ScaleFitResult, FeatureSums | None]:
     """:func:`~gprf.fitting.fit_scale_hyperparameters`, also returning the :class:`~gprf.fitting.FeatureSums` it formed
     (the Gram matrix the prediction cache needs too: :mod:`gprf.fitting.handover`); with ``reduce_sums``, those of all
-    the processes' rows."""
+    the processes' rows.
+
+    With every row in this process and fewer points than features (the points route of
+    :func:`gprf.linalg.choose_route` for the likelihood), the statistics come from the :math:`N\times N` Gram
+    (:meth:`~gprf.fitting.ScaleStatistics.from_points`, :math:`O(N^2F + N^3)` instead of :math:`O(NF^2 + F^3)`) and
+    no sums are returned (``None``): the model's predictions take the points route too, which has no use for them."""
     parameters = _ScaleParameters.from_mll(mll)
     max_iter = check_positive_int(max_iter, "max_iter")
+    if chunk_size is not None:  # checked whichever route the statistics take
+        check_positive_int(chunk_size, "chunk_size")
     was_training = mll.training
     mll.train()  # BoTorch models hold the untransformed inputs in training mode
     try:
         begin = time.perf_counter()
-        sums = _training_sums(mll.model, parameters.offset_mean, chunk_size, None, reduce_sums)
         with torch.no_grad():
-            fixed = _fixed_outputscale(mll.model, parameters.scale_kernel, training_inputs(mll.model))
-        statistics = ScaleStatistics.from_sums(sums)
+            inputs = training_inputs(mll.model)
+            fixed = _fixed_outputscale(mll.model, parameters.scale_kernel, inputs)
+        sums = None
+        if reduce_sums is None and _points_route(mll.model, inputs):
+            statistics = _points_statistics(mll.model, parameters.offset_mean, inputs)
+        else:
+            sums = _training_sums(mll.model, parameters.offset_mean, chunk_size, None, reduce_sums)
+            statistics = ScaleStatistics.from_sums(sums)
         middle = time.perf_counter()
         result = _optimize(parameters, statistics, fixed, max_iter)
         end = time.perf_counter()
     finally:
         mll.train(was_training)
     return ScaleFitResult(**result, statistics_seconds=middle - begin, optimization_seconds=end - middle), sums
+
+
+def _points_route(model: ExactGP, inputs: Tensor) -> bool:
+    """Whether the likelihood of the model's training covariance takes the :math:`N\times N` route."""
+    root_dim = unwrap_scale_kernel(model.covar_module).root_dim
+    batch_shape = torch.broadcast_shapes(
+        inputs.shape[:-2], model.train_targets.shape[:-1], model.covar_module.batch_shape
+    )
+    return choose_route("likelihood", inputs.size(-2), root_dim, batch_shape) == "points"
+
+
+def _points_statistics(model: ExactGP, offset_mean: Mean | None, inputs: Tensor) -> ScaleStatistics:
+    """:meth:`ScaleStatistics.from_points` of every training row at once (the model is in training mode)."""
+    with torch.no_grad():
+        ((features, residual),) = _feature_chunks(model, offset_mean, inputs, model.train_targets, inputs.size(-2))
+        return ScaleStatistics.from_points(features, residual)
 
 
 def training_feature_sums(mll: ExactMarginalLogLikelihood, num_rows: int | None = None) -> FeatureSums:

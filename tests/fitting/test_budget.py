@@ -37,6 +37,13 @@ def test_the_largest_cap_is_searched_over_multiples_of_the_granule():
     assert math.isclose(cost.seconds(NUM_ROWS, NUM_FEATURES), refit_seconds(NUM_FEATURES))
 
 
+def test_below_f_rows_the_refit_costs_the_points_route():
+    """N < F: the refit forms and decomposes the N x N Gram (N^2 F and N^3), the features route's costs transposed."""
+    cost = RefitCost(gram_rate=GRAM_RATE, cubic_rate=CUBIC_RATE)
+    assert math.isclose(cost.seconds(100, 4096), GRAM_RATE * 100**2 * 4096 + CUBIC_RATE * 100**3)
+    assert math.isclose(cost.seconds(4096, 100), GRAM_RATE * 4096 * 100**2 + CUBIC_RATE * 100**3)
+
+
 def test_the_stand_in_for_timing_a_gpus_cubic_steps_is_positive_definite():
     sums = budget._spd_sums(64, torch.zeros((), dtype=torch.float64))
     assert sums.gram.shape == (64, 64) and sums.projections.shape == (64, 2)

@@ -15,8 +15,9 @@ from gpytorch.means import LinearMean, ZeroMean
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.priors import GammaPrior, NormalPrior
 
+import gprf.settings
 from gprf.fitting import ScaleFitResult, fit_scale_hyperparameters
-from gprf.fitting.scale_fit import supports_exact_scale_fit
+from gprf.fitting.scale_fit import fit_scale_with_sums, supports_exact_scale_fit
 from gprf.kernels import RandomFourierKernel
 from gprf.testing import ExactGPModel, regression_data
 from tests.helpers.regression import make_model
@@ -368,6 +369,26 @@ def test_chunking_and_training_mode_do_not_change_the_fit():
     # At the optimum the value is flat in those directions: it agrees far more closely.
     torch.testing.assert_close(fits[0].mll_after, fits[1].mll_after, rtol=1e-10, atol=0)
     assert "mll/N" in str(fits[0]) and "noise" in str(fits[0])
+
+
+@pytest.mark.parametrize(("num_data", "num_features", "points"), [(20, 64, True), (80, 32, False)], ids=["N<F", "N>F"])
+def test_fewer_points_than_features_refit_on_the_points_gram(num_data, num_features, points):
+    """N < F: the statistics come from the N x N Gram and no F x F sums are formed (None), with the fit of the
+    features route (forced by the setting) to the optimiser's noise floor."""
+    x, y = regression_data(n=num_data)
+    fits = []
+    for route in ("auto", "features"):
+        model = make_model(x, y, num_features=num_features)
+        with gprf.settings.covariance_route(route):
+            result, sums = fit_scale_with_sums(_mll(model))
+        fits.append(result)
+        taken_points = route == "auto" and points
+        assert (sums is None) == taken_points
+        if sums is not None:
+            assert sums.gram.shape == (num_features, num_features) and sums.num_data == num_data
+    for name in ("outputscale", "noise", "constant"):
+        torch.testing.assert_close(getattr(fits[0], name), getattr(fits[1], name), rtol=NOISE_FLOOR_RTOL, atol=0)
+    torch.testing.assert_close(fits[0].mll_after, fits[1].mll_after, rtol=1e-10, atol=0)
 
 
 def test_unsupported_models_raise_clear_errors():

@@ -169,3 +169,38 @@ def test_feature_sums_are_shared_by_the_statistics():
     torch.testing.assert_close(sums.projections[:, 1], features.sum(0))
     direct = ScaleStatistics.from_chunks([(features, residual)])
     torch.testing.assert_close(ScaleStatistics.from_sums(sums).eigenvalues, direct.eigenvalues)
+
+
+@pytest.mark.parametrize(("num_data", "num_features"), [(9, 20), (30, 8)], ids=["N<F", "N>F"])
+@pytest.mark.parametrize("method", ["eigh", "tridiagonal"])
+def test_statistics_from_the_points_gram_give_the_same_likelihood(num_data, num_features, method):
+    """Φ Φᵀ has the nonzero eigenvalues of Φᵀ Φ, and a, b follow from its eigenvectors: the same density."""
+    features, residual = _problem(num_data, num_features, batch_shape=(2,))
+    statistics = ScaleStatistics.from_points(features, residual, method=method)
+    assert statistics.eigenvalues.shape == (2, num_data) and statistics.num_data == num_data
+    from_sums = ScaleStatistics.from_chunks(_chunks(features, residual, rows=4))
+    outputscale = torch.tensor([0.7, 2.0], dtype=torch.float64)
+    noise = torch.tensor([0.05, 0.4], dtype=torch.float64)
+    for constant in (0.0, 1.5):
+        value = statistics.log_marginal_likelihood(outputscale, noise, constant)
+        expected = _dense_log_density(features, residual, outputscale, noise, torch.full((2,), constant))
+        torch.testing.assert_close(value, expected, rtol=1e-11, atol=0)
+        torch.testing.assert_close(
+            value, from_sums.log_marginal_likelihood(outputscale, noise, constant), rtol=1e-11, atol=0
+        )
+    torch.testing.assert_close(
+        statistics.optimal_constant(outputscale, noise),
+        from_sums.optimal_constant(outputscale, noise),
+        rtol=1e-10,
+        atol=0,
+    )
+
+
+def test_statistics_from_the_points_gram_refuse_bad_input():
+    features, residual = _problem(6, 10)
+    with pytest.raises(ValueError, match="residual"):
+        ScaleStatistics.from_points(features, residual[:-1])
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        ScaleStatistics.from_points(features, residual.index_fill(0, torch.tensor([2]), math.nan))
+    with pytest.raises(TypeError, match="floating-point"):
+        ScaleStatistics.from_points(features.long(), residual)
