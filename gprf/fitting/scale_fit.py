@@ -350,7 +350,7 @@ def fit_scale_with_sums(
             inputs = training_inputs(mll.model)
             fixed = _fixed_outputscale(mll.model, parameters.scale_kernel, inputs)
         sums = None
-        if reduce_sums is None and _points_route(mll.model, inputs):
+        if reduce_sums is None and likelihood_takes_points_route(mll.model):
             statistics = _points_statistics(mll.model, parameters.offset_mean, inputs)
         else:
             sums = _training_sums(mll.model, parameters.offset_mean, chunk_size, None, reduce_sums)
@@ -363,8 +363,10 @@ def fit_scale_with_sums(
     return ScaleFitResult(**result, statistics_seconds=middle - begin, optimization_seconds=end - middle), sums
 
 
-def _points_route(model: ExactGP, inputs: Tensor) -> bool:
-    """Whether the likelihood of the model's training covariance takes the :math:`N\times N` route."""
+def likelihood_takes_points_route(model: ExactGP) -> bool:
+    """Whether the marginal likelihood of the model's training covariance, every row in this process, takes the
+    :math:`N\times N` route (:func:`gprf.linalg.choose_route`: fewer points than features, memory permitting)."""
+    (inputs,) = model.train_inputs  # input transforms may change the columns, not the rows
     root_dim = unwrap_scale_kernel(model.covar_module).root_dim
     batch_shape = torch.broadcast_shapes(
         inputs.shape[:-2], model.train_targets.shape[:-1], model.covar_module.batch_shape

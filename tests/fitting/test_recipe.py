@@ -95,6 +95,30 @@ def test_small_problems_take_full_lbfgs_to_a_stationary_point():
     assert max(g.abs().max().item() for g in gradients) < 1e-3
 
 
+def test_fewer_points_than_features_take_full_lbfgs_whatever_tune_features():
+    """N < F: every full step takes the N x N route, so the recipe does not nest (whose small-F noise stays too large
+    in Bayesian optimisation); forced onto the F x F route, the same model is nested again."""
+    for route, nests in (("auto", False), ("features", True)):
+        mll = _model(n=60, num_features=256)
+        stages, sizes = [], []
+
+        def record(stage: str, _: float, stages=stages, sizes=sizes, mll=mll) -> None:
+            stages.append(stage)
+            sizes.append(mll.model.covar_module.base_kernel.num_features)
+
+        with gprf.settings.covariance_route(route):
+            gprf.fit_mll(mll, tune_features=64, tune_steps=5, callback=record)
+        assert ("tune 1" in stages) == nests and (stages[-1] == "finish") != nests
+        assert (min(sizes) == 64) == nests and mll.model.covar_module.base_kernel.num_features == 256
+    mll = _model(n=60, num_features=256)
+    gprf.fit_mll(mll, tune_features=64)
+    model = mll.model
+    mll.train()
+    loss = -mll(model(*model.train_inputs), model.train_targets)
+    gradients = torch.autograd.grad(loss, [p for p in mll.parameters() if p.requires_grad])
+    assert max(g.abs().max().item() for g in gradients) < 1e-3
+
+
 def test_a_time_budget_stops_tuning_early():
     mll = _model()
     stages = []
