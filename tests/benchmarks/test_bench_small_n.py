@@ -8,7 +8,14 @@ import torch
 
 import gprf
 from benchmarks.acquisition_calls import posterior_terms, with_points_gradient
-from benchmarks.bench_small_n import MEASURES, MODELS, _paths, small_n_data, small_n_models
+from benchmarks.bench_small_n import (
+    MEASURES,
+    MODELS,
+    _paths,
+    posterior_mean_error,
+    small_n_data,
+    small_n_models,
+)
 from tests.benchmarks.conftest import run_json
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -23,6 +30,20 @@ def test_every_model_answers_every_measure_with_the_rules_features(tmp_path, cap
         assert set(size["median_s"]) == set(MEASURES)
         assert all(set(per) == set(MODELS) and all(t > 0 for t in per.values()) for per in size["median_s"].values())
     assert "gprf/exact" in text and "plain/exact" in text and "Matheron paths" in text
+    assert "mean error" in text and all(0 < size["mean_error"] < 1 for size in sizes.values())
+
+
+def test_the_posterior_mean_error_falls_with_the_features_and_vanishes_against_itself():
+    x, y, batches = small_n_data(20, 6, seed=0)
+    errors = []
+    for num_features in (64, 4096):
+        models = small_n_models(x, y, num_features=num_features, seed=0)
+        for model in models.values():
+            model.eval()
+        errors.append(posterior_mean_error(models["gprf"], models["exact"], batches, y))
+        assert posterior_mean_error(models["exact"], models["exact"], batches, y) == 0.0
+    # Monte Carlo error ~ 1/sqrt(F): 64x the features, about an eighth of the error (a factor 4 of margin).
+    assert errors[1] < errors[0] / 4, errors
 
 
 def test_a_given_number_of_features_is_used(tmp_path, capsys):
