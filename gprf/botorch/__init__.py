@@ -21,7 +21,8 @@ never imports BoTorch) adds gprf's entries to BoTorch's pathwise dispatchers, al
   mean and noise (:func:`multitask_matheron_paths`; BoTorch has no pathwise route for ``MultiTaskGP``);
 * evaluates gprf's Matheron paths with one featurisation of their inputs, shared by the prior and the update
   (:class:`~gprf.botorch.paths.SharedFeatureMatheronPath`);
-* provides :class:`RandomFeatureSingleTaskGP`, and trust regions for Thompson sampling in high dimensions
+* provides :class:`RandomFeatureSingleTaskGP`, :func:`single_task_gp` (the exact ``SingleTaskGP`` while it is the
+  cheaper model, random features beyond), and trust regions for Thompson sampling in high dimensions
   (:class:`TrustRegion`, :func:`thompson_sample`), also with training rows and candidates sharded over
   ``torch.distributed`` ranks (:func:`sharded_thompson_sample`, :func:`sharded_matheron_paths`).
 """
@@ -38,6 +39,7 @@ from gprf.botorch.models import RandomFeatureSingleTaskGP, output_batch_dims
 from gprf.botorch.multitask import multitask_matheron_paths
 from gprf.botorch.prior import path_weights
 from gprf.botorch.sharded_sampling import sharded_matheron_paths, sharded_thompson_sample
+from gprf.botorch.sized_model import exact_is_cheaper, single_task_gp
 from gprf.botorch.trust_region import TrustRegion, model_lengthscale, thompson_sample
 from gprf.botorch.update import weight_space_update
 
@@ -45,12 +47,14 @@ __all__ = [
     "KernelRootFeatureMap",
     "RandomFeatureSingleTaskGP",
     "TrustRegion",
+    "exact_is_cheaper",
     "model_lengthscale",
     "multitask_matheron_paths",
     "output_batch_dims",
     "path_weights",
     "sharded_matheron_paths",
     "sharded_thompson_sample",
+    "single_task_gp",
     "thompson_sample",
     "weight_space_matheron_paths",
     "weight_space_update",

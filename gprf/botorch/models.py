@@ -95,7 +95,7 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
             torch.Size([train_Y.shape[-1]]) if train_Y.shape[-1] > 1 else torch.Size()
         )
         if covar_module is None:
-            num_dims = _transformed_dim(train_X, input_transform)
+            num_dims = transformed_dim(train_X, input_transform)
             if isinstance(num_features, str):
                 if num_features != "auto":
                     raise ValueError(f"num_features must be a positive integer or 'auto', got {num_features!r}.")
@@ -208,7 +208,7 @@ def _check_training_shapes(train_X: Tensor, train_Y: Tensor, train_Yvar: Tensor 
             )
 
 
-def _transformed_dim(train_X: Tensor, input_transform: InputTransform | None) -> int:
+def transformed_dim(train_X: Tensor, input_transform: InputTransform | None) -> int:
     """The input dimension the kernel sees (input transforms may add or drop columns)."""
     if input_transform is None:
         return train_X.shape[-1]
