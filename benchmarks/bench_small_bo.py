@@ -5,8 +5,9 @@ Maximises BoTorch's standard test problems (``--small-bo-problems``: the negated
 Levy-20 of ``botorch.test_functions``, noise-free, on their bounds scaled to the unit cube) from a scrambled Sobol
 design of ``--small-bo-init`` points, in batches of ``q`` points for each ``q`` of ``--small-bo-q``, until
 ``--small-bo-evaluations`` evaluations, for ``--small-bo-seeds`` paired seeds (every method of a seed starts from the
-same design and draws the same quasi-random samples). Each iteration fits a new model with BoTorch's
-``fit_gpytorch_mll`` and optimises qLogNEI (128 quasi-random samples, pruned baseline) with ``optimize_acqf``.
+same design and draws the same quasi-random samples; the gprf models draw new features at every iteration, from a
+seed of the run and the iteration, as their default ``seed=None`` does in a loop). Each iteration fits a new model with
+BoTorch's ``fit_gpytorch_mll`` and optimises qLogNEI (128 quasi-random samples, pruned baseline) with ``optimize_acqf``.
 Methods (``--small-bo-methods``):
 
 * ``exact``: BoTorch's ``SingleTaskGP``;
@@ -169,7 +170,10 @@ def run_one(problem: str, method: str, q: int, seed: int, args: argparse.Namespa
     while x.size(0) + q <= args.small_bo_evaluations:
         iteration += 1
         start = time.perf_counter()
-        batch = propose(build_model(method, x, y, seed), x, q, 1000 * seed + iteration, optimizer)
+        # One seed per iteration: a new feature draw for every model, as RandomFeatureSingleTaskGP's default
+        # seed=None gives a loop (one draw for the whole run would repeat its errors at every iteration).
+        step_seed = 1000 * seed + iteration
+        batch = propose(build_model(method, x, y, step_seed), x, q, step_seed, optimizer)
         seconds.append(seconds[-1] + time.perf_counter() - start)
         x, y = torch.cat([x, batch]), torch.cat([y, evaluate(batch)])
         evaluations.append(x.size(0))

@@ -27,12 +27,12 @@ def test_every_variant_proposes_and_the_report_names_them(tmp_path, capsys):
     main(["--problem", "branin", "--features", "16,256", "--states", "2", "--init", "4", "--local", "2",
           "--json", str(out)])  # fmt: skip
     text = capsys.readouterr().out
-    assert "proposal value" in text and "far share" in text
+    assert "proposal value" in text and "distance (mean)" in text
     states = json.loads(out.read_text())["states"]
     assert len(states) == 2
     for state in states:
         assert set(state) == {"best", "exact", "copied/16", "fitted/16", "copied/256", "fitted/256"}
-        assert all(state[key]["far"] in (0.0, 1.0) for key in state if key != "best")
+        assert all(0 <= state[key]["distance"] <= 2**0.5 for key in state if key != "best")  # in the unit square
         # The approximation at 16x the features is closer to the exact posterior mean.
         assert state["copied/256"]["uniform"] < state["copied/16"]["uniform"]
     rows = summarize(states, [16, 256])

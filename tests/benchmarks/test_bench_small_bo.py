@@ -3,12 +3,14 @@ from the same design (paired seeds), the paired interval is the t-interval, and 
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 
 import pytest
 import torch
 
+from benchmarks import bench_small_bo
 from benchmarks.bench import main
 from benchmarks.bench_small_bo import QUICK, build_model, make_problem, paired_interval, run_one
 from tests.benchmarks.conftest import bench_error
@@ -59,6 +61,20 @@ def test_problems_are_negated_on_the_unit_cube():
     assert dim == 2 and optimum == pytest.approx(-0.397887, abs=1e-6)
     for name, expected in (("hartmann6", 6), ("ackley10", 10), ("levy20", 20)):
         assert make_problem(name)[1] == expected
+
+
+def test_every_iteration_builds_its_model_with_a_new_seed(monkeypatch):
+    seeds = []
+    real = bench_small_bo.build_model
+
+    def spy(method, x, y, seed):
+        seeds.append(seed)
+        return real(method, x, y, seed)
+
+    monkeypatch.setattr(bench_small_bo, "build_model", spy)
+    args = argparse.Namespace(quick=True, small_bo_init=4, small_bo_evaluations=7)
+    run = run_one("branin", "gprf", 1, 2, args, lambda message: None)
+    assert seeds == [2001, 2002, 2003] and run["evaluations"] == [4, 5, 6, 7]
 
 
 def test_gprf_models_take_the_rules_features():

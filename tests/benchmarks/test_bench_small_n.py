@@ -31,6 +31,7 @@ def test_every_model_answers_every_measure_with_the_rules_features(tmp_path, cap
         assert all(set(per) == set(MODELS) and all(t > 0 for t in per.values()) for per in size["median_s"].values())
     assert "gprf/exact" in text and "plain/exact" in text and "Matheron paths" in text
     assert "mean error" in text and all(0 < size["mean_error"] < 1 for size in sizes.values())
+    assert all(size["single_task_gp"] == "SingleTaskGP" for size in sizes.values())  # 12 and 24 points: exact
 
 
 def test_the_posterior_mean_error_falls_with_the_features_and_vanishes_against_itself():
