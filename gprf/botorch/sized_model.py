@@ -2,17 +2,17 @@ r"""One line for a BoTorch loop at any size: the exact ``SingleTaskGP`` while it
 beyond.
 
 A random-feature GP with :math:`F` features costs :math:`O(NF^2 + F^3)` per marginal-likelihood step, the exact GP
-:math:`O(N^3)`: below :math:`N \approx 1.88\,F` (:func:`exact_is_cheaper`) the exact GP is the cheaper one, and at
-those sizes it is also the better one for Bayesian optimisation. Measured (``python -m benchmarks.acquisition_proposals
---problem levy20``): at 30 points in 20 dimensions the posterior mean of a random-feature model at the exact GP's own
-hyperparameters differs from the exact one by about :math:`5.5/\sqrt F` of the targets' standard deviation far from the
-data (0.22 at the sizing rule's :math:`F = 640`, 0.086 at 4,096), where the exact mean is the prior's; qLogNEI's
-optimiser finds the largest of those ripples in a 20-dimensional cube, and its proposals are worse than the exact
-GP's at every :math:`F` tried (up to 16,384). :func:`single_task_gp` therefore returns BoTorch's exact
-``SingleTaskGP`` (its default covariance, prior and fit) while :func:`exact_is_cheaper` says so at
-:func:`gprf.suggest_num_features` features, and :class:`~gprf.botorch.RandomFeatureSingleTaskGP` sized by that rule
-from there on. A loop that builds its model with it at every iteration changes model class once, when the data
-outgrow the exact GP.
+:math:`O(N^3)`: below :math:`N \approx 1.88\,F` (:func:`gprf.botorch.exact_is_cheaper`) the exact GP is the cheaper one,
+and at those sizes it is also the better one for Bayesian optimisation. Measured (``python -m
+benchmarks.acquisition_proposals --problem levy20``): at 30 points in 20 dimensions the posterior mean of a
+random-feature model at the exact GP's own hyperparameters differs from the exact one by about :math:`5.5/\sqrt F` of
+the targets' standard deviation far from the data (0.22 at the sizing rule's :math:`F = 640`, 0.086 at 4,096), where the
+exact mean is the prior's; qLogNEI's optimiser finds the largest of those ripples in a 20-dimensional cube, and its
+proposals are worse than the exact GP's at every :math:`F` tried (up to 16,384). :func:`gprf.botorch.single_task_gp`
+therefore returns BoTorch's exact ``SingleTaskGP`` (its default covariance, prior and fit) while
+:func:`gprf.botorch.exact_is_cheaper` says so at :func:`gprf.suggest_num_features` features, and
+:class:`~gprf.botorch.RandomFeatureSingleTaskGP` sized by that rule from there on. A loop that builds its model with it
+at every iteration changes model class once, when the data outgrow the exact GP.
 """
 
 from __future__ import annotations

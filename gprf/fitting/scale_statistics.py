@@ -24,11 +24,11 @@ the matrix determinant lemma give, with weights :math:`w_i = s/(\sigma^2 + s\lam
     \gamma = \mathbf 1^\top K^{-1}\mathbf 1 &= \sigma^{-2}\big(N - \textstyle\sum_i w_i b_i^2\big), \\
     \log\det K &= N\log\sigma^2 + \textstyle\sum_i \log(1 + s\lambda_i/\sigma^2),
 
-and :math:`\log p(y) = -\tfrac12\big(\alpha - 2c\beta + c^2\gamma + \log\det K + N\log 2\pi\big)`: each evaluation
-costs :math:`O(F)`. The constant that maximises it is :math:`c^* = \beta/\gamma` (:math:`\gamma > 0` as :math:`K` is
-positive definite). Fewer points than features (:math:`N < F`) need nothing special: :math:`G` then has
-:math:`F - N` zero eigenvalues, whose components of :math:`a` and :math:`b` vanish; :meth:`ScaleStatistics.from_points`
-takes the same statistics from the :math:`N\times N` Gram :math:`\Phi\Phi^\top` instead, in :math:`O(N^2F + N^3)`.
+and :math:`\log p(y) = -\tfrac12\big(\alpha - 2c\beta + c^2\gamma + \log\det K + N\log 2\pi\big)`: each evaluation costs
+:math:`O(F)`. The constant that maximises it is :math:`c^* = \beta/\gamma` (:math:`\gamma > 0` as :math:`K` is positive
+definite). Fewer points than features (:math:`N < F`) need nothing special: :math:`G` then has :math:`F - N` zero
+eigenvalues, whose components of :math:`a` and :math:`b` vanish; :meth:`~gprf.fitting.ScaleStatistics.from_points` takes
+the same statistics from the :math:`N\times N` Gram :math:`\Phi\Phi^\top` instead, in :math:`O(N^2F + N^3)`.
 """
 
 from __future__ import annotations
