@@ -91,26 +91,20 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
         seed: int | None = None,
     ) -> None:
         _check_training_shapes(train_X, train_Y, train_Yvar)
-        output_batch_shape = train_X.shape[:-2] + (
-            torch.Size([train_Y.shape[-1]]) if train_Y.shape[-1] > 1 else torch.Size()
-        )
+        output_batch_shape = model_batch_shape(train_X, train_Y)
         if covar_module is None:
             num_dims = transformed_dim(train_X, input_transform)
             if isinstance(num_features, str):
                 if num_features != "auto":
                     raise ValueError(f"num_features must be a positive integer or 'auto', got {num_features!r}.")
                 num_features = suggest_num_features(train_X.size(-2), num_dims)
-            priors = get_covar_module_with_dim_scaled_prior(ard_num_dims=num_dims, batch_shape=output_batch_shape)
             covar_module = RandomFourierKernel(
                 num_features,
                 num_dims=num_dims,
                 kernel=kernel,
                 sampler=sampler,
                 seed=seed,
-                ard_num_dims=num_dims,
-                batch_shape=output_batch_shape,
-                lengthscale_prior=priors.lengthscale_prior,
-                lengthscale_constraint=priors.raw_lengthscale_constraint,
+                **botorch_lengthscale_arguments(num_dims, output_batch_shape),
             ).to(train_X)
         else:
             _check_covar_module(covar_module, output_batch_shape)
@@ -193,6 +187,23 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
             closure = partial(closure, **closure_kwargs)
         (optimizer or fit_gpytorch_mll_scipy)(mll, closure=closure, **(optimizer_kwargs or {}))
         return mll.eval()
+
+
+def model_batch_shape(train_X: Tensor, train_Y: Tensor) -> torch.Size:
+    """A ``SingleTaskGP``'s covariance batch shape: the inputs' batch shape, and ``[m]`` for ``m > 1`` outputs."""
+    return train_X.shape[:-2] + (torch.Size([train_Y.shape[-1]]) if train_Y.shape[-1] > 1 else torch.Size())
+
+
+def botorch_lengthscale_arguments(num_dims: int, batch_shape: torch.Size) -> dict[str, Any]:
+    """The kernel arguments of BoTorch's default covariance: ARD over ``num_dims``, the batch shape, and its
+    dimension-scaled log-normal lengthscale prior and lower bound."""
+    priors = get_covar_module_with_dim_scaled_prior(ard_num_dims=num_dims, batch_shape=batch_shape)
+    return {
+        "ard_num_dims": num_dims,
+        "batch_shape": batch_shape,
+        "lengthscale_prior": priors.lengthscale_prior,
+        "lengthscale_constraint": priors.raw_lengthscale_constraint,
+    }
 
 
 def _check_training_shapes(train_X: Tensor, train_Y: Tensor, train_Yvar: Tensor | None) -> None:

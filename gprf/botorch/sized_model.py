@@ -20,11 +20,15 @@ from __future__ import annotations
 from typing import Any
 
 from botorch.models import SingleTaskGP
-from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
 from gpytorch.kernels import MaternKernel
-from torch import Size, Tensor
+from torch import Tensor
 
-from gprf.botorch.models import RandomFeatureSingleTaskGP, transformed_dim
+from gprf.botorch.models import (
+    RandomFeatureSingleTaskGP,
+    botorch_lengthscale_arguments,
+    model_batch_shape,
+    transformed_dim,
+)
 from gprf.sizing import suggest_num_features
 
 #: ``kernel`` names of :func:`single_task_gp` and the smoothness of their Matérn kernel (``None``: RBF).
@@ -89,13 +93,6 @@ def single_task_gp(
     nu = KERNEL_NU[kernel]
     if nu is None:
         return SingleTaskGP(train_X, train_Y, train_Yvar, **kwargs)
-    batch_shape = train_X.shape[:-2] + (Size([train_Y.size(-1)]) if train_Y.size(-1) > 1 else Size())
-    priors = get_covar_module_with_dim_scaled_prior(ard_num_dims=num_dims, batch_shape=batch_shape)
-    covar_module = MaternKernel(
-        nu=nu,
-        ard_num_dims=num_dims,
-        batch_shape=batch_shape,
-        lengthscale_prior=priors.lengthscale_prior,
-        lengthscale_constraint=priors.raw_lengthscale_constraint,
-    ).to(train_X)
+    arguments = botorch_lengthscale_arguments(num_dims, model_batch_shape(train_X, train_Y))
+    covar_module = MaternKernel(nu=nu, **arguments).to(train_X)
     return SingleTaskGP(train_X, train_Y, train_Yvar, covar_module=covar_module, **kwargs)

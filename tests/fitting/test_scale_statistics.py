@@ -185,15 +185,10 @@ def test_statistics_from_the_points_gram_give_the_same_likelihood(num_data, num_
         value = statistics.log_marginal_likelihood(outputscale, noise, constant)
         expected = _dense_log_density(features, residual, outputscale, noise, torch.full((2,), constant))
         torch.testing.assert_close(value, expected, rtol=1e-11, atol=0)
-        torch.testing.assert_close(
-            value, from_sums.log_marginal_likelihood(outputscale, noise, constant), rtol=1e-11, atol=0
-        )
-    torch.testing.assert_close(
-        statistics.optimal_constant(outputscale, noise),
-        from_sums.optimal_constant(outputscale, noise),
-        rtol=1e-10,
-        atol=0,
-    )
+        reference = from_sums.log_marginal_likelihood(outputscale, noise, constant)
+        torch.testing.assert_close(value, reference, rtol=1e-11, atol=0)
+    constants = [source.optimal_constant(outputscale, noise) for source in (statistics, from_sums)]
+    torch.testing.assert_close(*constants, rtol=1e-10, atol=0)
 
 
 def test_statistics_from_the_points_gram_refuse_bad_input():
