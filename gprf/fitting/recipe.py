@@ -123,9 +123,8 @@ def fit_mll(
         finish_steps: L-BFGS iterations on the full marginal likelihood at the end, while the time budget lasts
             (an evaluation starts only when the time left covers the longest one so far; the best point evaluated
             is kept); ``None``: 100 for small problems (no subsample and no nesting: see :mod:`gprf.fitting.recipe`),
-            0 otherwise (a full-size
-            evaluation costs about as much as the exact refit, so a budget that leaves room for a few of them
-            gains little; measured in the regression benchmark's documentation).
+            0 otherwise (a full-size evaluation costs about as much as the exact refit, so a budget that leaves room
+            for a few of them gains little; measured in the regression benchmark's documentation).
         seed: Seed of the row subsample, an integer in :math:`[0, 2^{63})`; ``None`` derives one from torch's
             global generator state without advancing it (so ``torch.manual_seed`` makes the fit repeatable).
         progress: Print each stage and its marginal likelihood to stderr.

@@ -371,7 +371,8 @@ def likelihood_takes_points_route(model: ExactGP) -> bool:
     batch_shape = torch.broadcast_shapes(
         inputs.shape[:-2], model.train_targets.shape[:-1], model.covar_module.batch_shape
     )
-    return choose_route("likelihood", inputs.size(-2), root_dim, batch_shape) == "points"
+    # No rows: the sums route, whose check names the problem.
+    return inputs.size(-2) > 0 and choose_route("likelihood", inputs.size(-2), root_dim, batch_shape) == "points"
 
 
 def _points_statistics(model: ExactGP, offset_mean: Mean | None, inputs: Tensor) -> ScaleStatistics:

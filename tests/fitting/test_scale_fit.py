@@ -391,6 +391,14 @@ def test_fewer_points_than_features_refit_on_the_points_gram(num_data, num_featu
     torch.testing.assert_close(fits[0].mll_after, fits[1].mll_after, rtol=1e-10, atol=0)
 
 
+def test_a_model_without_rows_is_refused_whatever_its_features():
+    x, y = regression_data(n=5)
+    model = make_model(x, y, num_features=64)  # F > N: the points route, were there any rows
+    model.set_train_data(x[:0], y[:0], strict=False)
+    with pytest.raises(ValueError, match="no rows"):
+        fit_scale_with_sums(_mll(model))
+
+
 def test_unsupported_models_raise_clear_errors():
     x, y = regression_data(n=20)
     assert supports_exact_scale_fit(_mll(make_model(x, y)))
