@@ -3,6 +3,8 @@ does not factor falls back to the last checkpoint that does, and a fit with no s
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from gpytorch.mlls import ExactMarginalLogLikelihood
@@ -10,6 +12,7 @@ from linear_operator.utils.errors import NotPSDError
 
 import gprf
 from gprf.exceptions import FitFallbackWarning
+from gprf.fitting import scale_fit
 from gprf.fitting.end_point import end_where_predictable, parameter_values, prediction_failure
 from gprf.kernels import PolynomialSketchKernel, RandomFourierKernel
 from tests.helpers.models import scaled_gp
@@ -72,18 +75,45 @@ def test_a_fit_with_no_predictable_point_says_why_and_keeps_its_end_point():
     assert mll.model.covar_module.outputscale.item() == pytest.approx(2 * _UNPREDICTABLE_OUTPUTSCALE)
 
 
-def test_fit_mll_of_a_high_degree_sketch_ends_where_the_model_predicts():
-    """The scale refit of a degree-10 sketch of unscaled inputs (N = 60 < F = 64) drives the outputscale to ~1e95
-    along the ridge s / l^20 = const, where the capacitance does not factor: the fit used to return that model."""
+def _full_mll(mll: ExactMarginalLogLikelihood) -> float:
+    model = mll.model
+    mll.train()
+    with torch.no_grad():
+        return float(mll(model(*model.train_inputs), model.train_targets))
+
+
+def _high_degree_sketch_mll() -> ExactMarginalLogLikelihood:
     generator = torch.Generator().manual_seed(1)
     x = 1.5 * torch.randn(60, 3, generator=generator, dtype=torch.float64)
     y = torch.sin(x[:, 0]) + x[:, 1] * x[:, 2]
     model = scaled_gp(x, y, PolynomialSketchKernel(64, num_dims=3, degree=10, seed=1)).double()
-    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    return ExactMarginalLogLikelihood(model.likelihood, model)
+
+
+def test_fit_mll_of_a_high_degree_sketch_ends_where_the_model_predicts(monkeypatch):
+    """The scale refit of a degree-10 sketch of unscaled inputs on the F x F route (its statistics from the
+    features' Gram, as for N > F; forced here at N = 60 < F = 64) drives the outputscale to ~1e95 along the ridge
+    s / l^20 = const, where the capacitance does not factor: the fit used to return that model."""
+    monkeypatch.setattr(scale_fit, "likelihood_takes_points_route", lambda model: False)
+    mll = _high_degree_sketch_mll()
     with pytest.warns(FitFallbackWarning, match="set back"):
         gprf.fit_mll(mll, seed=1)
     assert not mll.training and _predicts(mll)
-    assert model.covar_module.outputscale.item() < 1e10
+    assert mll.model.covar_module.outputscale.item() < 1e10
+
+
+def test_below_f_rows_the_same_fit_refits_on_the_points_gram_and_predicts():
+    """N < F: the refit's statistics come from the N x N Gram, whose rounding does not open that ridge: the fit ends
+    where the model predicts, without falling back, at a marginal likelihood far above the start's (-2.15 against
+    -9.59 per point; the forced F x F route falls back to the start)."""
+    mll = _high_degree_sketch_mll()
+    before = _full_mll(mll)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FitFallbackWarning)
+        gprf.fit_mll(mll, seed=1)
+    assert not mll.training and _predicts(mll)
+    assert mll.model.covar_module.outputscale.item() < 1e10
+    assert _full_mll(mll) > before + 5.0
 
 
 def test_the_fit_returns_in_eval_mode_with_the_refits_prediction_cache():
