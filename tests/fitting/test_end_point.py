@@ -15,7 +15,7 @@ from gprf.exceptions import FitFallbackWarning
 from gprf.fitting import scale_fit
 from gprf.fitting.end_point import end_where_predictable, parameter_values, prediction_failure
 from gprf.kernels import PolynomialSketchKernel, RandomFourierKernel
-from tests.helpers.models import scaled_gp
+from tests.helpers.models import scaled_gp, training_mll
 
 # With fewer points than features, s Phi^T Phi / sigma^2 has zero eigenvalues that rounding at 1e20 * 1e-16 moves by
 # far more than the identity's 1: the capacitance is numerically indefinite (every seed tried fails at 1e16 and above
@@ -75,13 +75,6 @@ def test_a_fit_with_no_predictable_point_says_why_and_keeps_its_end_point():
     assert mll.model.covar_module.outputscale.item() == pytest.approx(2 * _UNPREDICTABLE_OUTPUTSCALE)
 
 
-def _full_mll(mll: ExactMarginalLogLikelihood) -> float:
-    model = mll.model
-    mll.train()
-    with torch.no_grad():
-        return float(mll(model(*model.train_inputs), model.train_targets))
-
-
 def _high_degree_sketch_mll() -> ExactMarginalLogLikelihood:
     generator = torch.Generator().manual_seed(1)
     x = 1.5 * torch.randn(60, 3, generator=generator, dtype=torch.float64)
@@ -107,13 +100,13 @@ def test_below_f_rows_the_same_fit_refits_on_the_points_gram_and_predicts():
     where the model predicts, without falling back, at a marginal likelihood far above the start's (-2.15 against
     -9.59 per point; the forced F x F route falls back to the start)."""
     mll = _high_degree_sketch_mll()
-    before = _full_mll(mll)
+    before = training_mll(mll)
     with warnings.catch_warnings():
         warnings.simplefilter("error", FitFallbackWarning)
         gprf.fit_mll(mll, seed=1)
     assert not mll.training and _predicts(mll)
     assert mll.model.covar_module.outputscale.item() < 1e10
-    assert _full_mll(mll) > before + 5.0
+    assert training_mll(mll) > before + 5.0
 
 
 def test_the_fit_returns_in_eval_mode_with_the_refits_prediction_cache():

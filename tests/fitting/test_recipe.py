@@ -18,7 +18,7 @@ from gprf.exceptions import BudgetWarning
 from gprf.fitting.recipe import FIT_MLL_OPTIONS, _lbfgs, _loss
 from gprf.fitting.scale_fit import supports_exact_scale_fit
 from gprf.kernels import FeatureSumKernel, QuadratureKernel, RandomFourierKernel
-from tests.helpers.models import scaled_gp
+from tests.helpers.models import scaled_gp, training_mll
 
 
 def _data(n: int, d: int = 3, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -36,13 +36,6 @@ def _model(n: int = 1500, num_features: int = 256, likelihood=None):
     return ExactMarginalLogLikelihood(model.likelihood, model)
 
 
-def _full_mll(mll: ExactMarginalLogLikelihood) -> float:
-    model = mll.model
-    mll.train()
-    with torch.no_grad():
-        return float(mll(model(*model.train_inputs), model.train_targets))
-
-
 def test_nested_recipe_raises_the_full_marginal_likelihood_and_restores_the_model():
     mll = _model()
     model = mll.model
@@ -51,13 +44,13 @@ def test_nested_recipe_raises_the_full_marginal_likelihood_and_restores_the_mode
         model.train_inputs[0],
         model.train_targets,
     )
-    before = _full_mll(mll)
+    before = training_mll(mll)
     stages = []
     returned = gprf.fit_mll(
         mll, tune_features=64, tune_rows=500, tune_steps=60, callback=lambda stage, _: stages.append(stage)
     )
     assert returned is mll and not mll.training and not model.training
-    after = _full_mll(mll)
+    after = training_mll(mll)
     # The initial hyperparameters (lengthscale 0.69, noise 0.69) are far from the data's (noise 0.01).
     assert after > before + 0.5, (before, after)
     # The model's own draw and training data are back in place.
@@ -221,9 +214,9 @@ def test_kernels_without_nested_draws_tune_at_full_size():
     x, y = _data(800)
     model = scaled_gp(x, y, QuadratureKernel(num_dims=3, ard_num_dims=3, num_rules=2)).double()
     mll = ExactMarginalLogLikelihood(model.likelihood, model)
-    before = _full_mll(mll)
+    before = training_mll(mll)
     gprf.fit_mll(mll, tune_features=8, tune_rows=300, tune_steps=20)
-    assert _full_mll(mll) > before
+    assert training_mll(mll) > before
 
 
 def test_product_factors_keep_their_draws_while_the_other_summands_are_nested():
@@ -240,11 +233,11 @@ def test_product_factors_keep_their_draws_while_the_other_summands_are_nested():
         if stage == "tune 1":
             sizes.extend([rbf.num_features, matern.num_features, linear_part.num_features])
 
-    before = _full_mll(mll)
+    before = training_mll(mll)
     gprf.fit_mll(mll, tune_features=16, tune_rows=300, tune_steps=20, callback=record)
     assert sizes == [64, 64, 16]  # the product pairs its factors' columns: they stay whole
     assert [rbf.num_features, matern.num_features, linear_part.num_features] == [64, 64, 64]
-    assert _full_mll(mll) > before
+    assert training_mll(mll) > before
 
 
 class _PairedSum(FeatureSumKernel):
@@ -296,9 +289,9 @@ def test_observed_noise_skips_the_exact_refit():
     model = scaled_gp(x, y, kernel, likelihood).double()
     mll = ExactMarginalLogLikelihood(likelihood, model)
     stages = []
-    before = _full_mll(mll)
+    before = training_mll(mll)
     gprf.fit_mll(mll, tune_features=32, tune_rows=300, tune_steps=20, callback=lambda stage, _: stages.append(stage))
-    assert "scale" not in stages and _full_mll(mll) > before
+    assert "scale" not in stages and training_mll(mll) > before
 
 
 def test_progress_goes_to_stderr_only_when_asked(capsys):

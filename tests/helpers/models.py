@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from gpytorch.kernels import ScaleKernel
 from gpytorch.likelihoods import GaussianLikelihood
 
@@ -19,3 +20,11 @@ class GprfDistributionGP(ExactGPModel):
 def scaled_gp(x, y, kernel, likelihood=None) -> GprfDistributionGP:
     """A constant mean, ``ScaleKernel(kernel)`` and ``likelihood`` (a fresh ``GaussianLikelihood`` by default)."""
     return GprfDistributionGP(x, y, GaussianLikelihood() if likelihood is None else likelihood, ScaleKernel(kernel))
+
+
+def training_mll(mll) -> float:
+    """GPyTorch's marginal likelihood of the training data per point (with the priors), in training mode."""
+    model = mll.model
+    mll.train()
+    with torch.no_grad():
+        return float(mll(model(*model.train_inputs), model.train_targets))
