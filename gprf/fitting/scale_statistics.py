@@ -64,6 +64,11 @@ def _check_chunk(features: object, residual: object, num_features: int | None) -
         )
 
 
+def _residual_and_ones(residual: Tensor) -> Tensor:
+    """``[y - m0, 1]`` as the two columns ``(..., N, 2)`` of one right-hand side: one GEMM for both projections."""
+    return torch.stack(torch.broadcast_tensors(residual, torch.ones_like(residual)), dim=-1)
+
+
 @dataclass(frozen=True)
 class FeatureSums:
     r"""The sums over the rows behind :class:`ScaleStatistics`, before the eigendecomposition.
@@ -106,8 +111,7 @@ class FeatureSums:
             _check_chunk(features, residual, None if gram is None else gram.size(-1))
             phi = features.to(dtype)
             residual = residual.to(dtype)
-            # One GEMM for both projections: [y - m0, 1] as the two columns of the right-hand side.
-            rhs = torch.stack(torch.broadcast_tensors(residual, torch.ones_like(residual)), dim=-1)
+            rhs = _residual_and_ones(residual)
             chunk_gram, chunk_projections = symmetric_gram(phi), phi.mT @ rhs
             chunk_square, chunk_sum = residual.square().sum(-1), residual.sum(-1)
             if gram is None:
@@ -211,8 +215,8 @@ class ScaleStatistics:
         _check_chunk(features, residual, None)
         dtype = factor_dtype.value()
         phi, residual = features.to(dtype), residual.to(dtype)
-        rhs = torch.stack(torch.broadcast_tensors(residual, torch.ones_like(residual)), dim=-1)
-        gram = phi @ phi.mT
+        rhs = _residual_and_ones(residual)
+        gram = symmetric_gram(phi.mT)
         if not bool(torch.isfinite(gram).all() & torch.isfinite(rhs).all()):
             raise ValueError("The features or the residuals y - m0 contain NaN or infinite values.")
         eigenvalues, rotated = spectral_projections(gram, rhs, method=method)
