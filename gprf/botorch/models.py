@@ -90,7 +90,7 @@ class RandomFeatureSingleTaskGP(SingleTaskGP):
         sampler: str = "orthogonal",
         seed: int | None = None,
     ) -> None:
-        _check_training_shapes(train_X, train_Y, train_Yvar)
+        check_training_shapes(train_X, train_Y, train_Yvar)
         output_batch_shape = model_batch_shape(train_X, train_Y)
         if covar_module is None:
             num_dims = transformed_dim(train_X, input_transform)
@@ -206,7 +206,7 @@ def botorch_lengthscale_arguments(num_dims: int, batch_shape: torch.Size) -> dic
     }
 
 
-def _check_training_shapes(train_X: Tensor, train_Y: Tensor, train_Yvar: Tensor | None) -> None:
+def check_training_shapes(train_X: Tensor, train_Y: Tensor, train_Yvar: Tensor | None) -> None:
     """A ``ValueError`` when the targets do not have one row per training input: BoTorch builds such a model and
     fails only at its first prediction, inside GPyTorch."""
     for name, values in (("train_Y", train_Y), ("train_Yvar", train_Yvar)):

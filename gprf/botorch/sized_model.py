@@ -26,6 +26,7 @@ from torch import Tensor
 from gprf.botorch.models import (
     RandomFeatureSingleTaskGP,
     botorch_lengthscale_arguments,
+    check_training_shapes,
     model_batch_shape,
     transformed_dim,
 )
@@ -81,12 +82,17 @@ def single_task_gp(
                 f"single_task_gp chooses the covariance and its size itself and takes no {name!r}; build "
                 "RandomFeatureSingleTaskGP or SingleTaskGP directly to set it."
             )
-    if train_X.dim() < 2:
-        raise ValueError(f"train_X must have shape (..., n, d), got {tuple(train_X.shape)}.")
+    if train_X.dim() < 2 or train_X.size(-2) == 0:
+        raise ValueError(
+            f"train_X must have shape (..., n, d) with at least one point, got {tuple(train_X.shape)}; a model needs "
+            "training data."
+        )
+    # Both models get the same check: BoTorch builds an exact model with mismatched rows and fails only later.
+    check_training_shapes(train_X, train_Y, train_Yvar)
     num_points = train_X.size(-2)
     num_dims = transformed_dim(train_X, kwargs.get("input_transform"))
     num_features = suggest_num_features(num_points, num_dims)
-    if num_points == 0 or not exact_is_cheaper(num_points, num_features):
+    if not exact_is_cheaper(num_points, num_features):
         return RandomFeatureSingleTaskGP(
             train_X, train_Y, train_Yvar, num_features=num_features, kernel=kernel, seed=seed, **kwargs
         )

@@ -113,3 +113,14 @@ def test_bad_arguments_are_named():
             single_task_gp(x, y, **{name: None})
     with pytest.raises(ValueError, match=r"train_X must have shape"):
         single_task_gp(x[0], y)
+
+
+@pytest.mark.parametrize("n", [10, 900], ids=["exact", "random-features"])
+def test_inconsistent_and_empty_data_are_refused_on_either_branch(n):
+    x, y = _data(n, 3)
+    with pytest.raises(ValueError, match=rf"train_Y has {n - 1} rows .* train_X has {n}"):
+        single_task_gp(x, y[:-1])
+    with pytest.raises(ValueError, match=rf"train_Yvar has {n - 1} rows"):
+        single_task_gp(x, y, torch.full_like(y, 1e-3)[:-1])
+    with pytest.raises(ValueError, match="at least one point"):
+        single_task_gp(x[:0], y[:0])
