@@ -309,7 +309,7 @@ def run_bench(args: argparse.Namespace, log: Progress) -> dict:
     if "acquisition" in args.what:
         report["acquisition"] = run_acquisition(args, device, dtype, log)
     if "small-n" in args.what:
-        report["small-n"] = run_small_n(args, log)
+        report["small-n"] = run_small_n(args, device, dtype, log)
     if "small-bo" in args.what:
         report["small-bo"] = run_small_bo(args, log)
     if "bo" in args.what:

@@ -20,7 +20,9 @@ round-robin over the models (median seconds, then each gprf model's ratio to the
 * ``paths``: ``draw_matheron_paths`` of 16 paths, evaluated at the 128 points.
 
 Run it on one thread (``--threads 1``): the targets of the small-data route are ratios of at most 1.2 at
-:math:`N \le 500` and of at most 0.2 from :math:`N = 2000` on.
+:math:`N \le 500` and of at most 0.2 from :math:`N = 2000` on. ``--device cuda`` runs the three models on the GPU
+(each timed call bracketed by ``torch.cuda.synchronize()``) and ``--dtype`` sets their precision (BoTorch's models
+expect float64, the default); the data and candidates are drawn on the CPU in float64 and moved there.
 
 Beside the times, the price of the approximation at those times: the root-mean-square difference between the posterior
 means of ``gprf`` and ``exact`` at the 128 candidate points, in units of the targets' standard deviation (both models
@@ -112,7 +114,7 @@ def posterior_mean_error(model: torch.nn.Module, exact: torch.nn.Module, batches
     return (difference.square().mean().sqrt() / y.std()).item()
 
 
-def run_small_n(args: argparse.Namespace, log: Progress) -> dict:
+def run_small_n(args: argparse.Namespace, device: torch.device, dtype: torch.dtype, log: Progress) -> dict:
     """Median seconds of :data:`MEASURES` per model at every size of ``--small-n``, and the ratios to ``exact``."""
     try:
         from botorch.exceptions import InputDataWarning
@@ -129,21 +131,21 @@ def run_small_n(args: argparse.Namespace, log: Progress) -> dict:
         # gprf-plain beyond F points: the dense density it warns about is part of what this benchmark measures.
         warnings.simplefilter("ignore", LowRankStructureWarning)
         for n in args.small_n:
-            x, y, batches = small_n_data(n, args.small_d, args.seed)
+            x, y, batches = (tensor.to(device, dtype) for tensor in small_n_data(n, args.small_d, args.seed))
             num_features = args.small_features or gprf.suggest_num_features(n, args.small_d)
             models = small_n_models(x, y, num_features, args.seed)
-            log(f"small-n N={n}, d={args.small_d}, F={num_features}")
+            log(f"small-n N={n}, d={args.small_d}, F={num_features}, {device}, {str(dtype).removeprefix('torch.')}")
             fns = {}
             for name, model in models.items():
                 fns[f"fit/{name}"] = _fit_step(model)
-            times = interleaved_timings(fns, torch.device("cpu"), args.repeats, args.warmup)
+            times = interleaved_timings(fns, device, args.repeats, args.warmup)
             fns = {}
             for name, model in models.items():
                 model.eval()
                 fns[f"posterior/{name}"] = with_points_gradient(posterior_terms(model), batches)
                 fns[f"qlognei/{name}"] = with_points_gradient(log_nei(model, x, args.seed), batches)
                 fns[f"paths/{name}"] = _paths(model, batches.reshape(-1, args.small_d))
-            times.update(interleaved_timings(fns, torch.device("cpu"), args.repeats, args.warmup))
+            times.update(interleaved_timings(fns, device, args.repeats, args.warmup))
             medians: dict[str, dict[str, float]] = {}
             for key, values in times.items():
                 measure, name = key.split("/")
@@ -154,7 +156,13 @@ def run_small_n(args: argparse.Namespace, log: Progress) -> dict:
                 "mean_error": posterior_mean_error(models["gprf"], models["exact"], batches, y),
                 "single_task_gp": type(single_task_gp(x, y)).__name__,
             }
-    return {"d": args.small_d, "threads": torch.get_num_threads(), "sizes": sizes}
+    return {
+        "d": args.small_d,
+        "threads": torch.get_num_threads(),
+        "device": str(device),
+        "dtype": str(x.dtype).removeprefix("torch."),
+        "sizes": sizes,
+    }
 
 
 def render_small_n(result: dict) -> list[str]:
@@ -180,7 +188,8 @@ def render_small_n(result: dict) -> list[str]:
         for n, size in result["sizes"].items()
     ]
     return [
-        f"small-n: d={result['d']}, {result['threads']} thread(s); candidates: {NUM_BATCHES} batches of q={BATCH_Q}; "
+        f"small-n: d={result['d']}, {result['device']}, {result['dtype']}, {result['threads']} thread(s); "
+        f"candidates: {NUM_BATCHES} batches of q={BATCH_Q}; "
         f"qLogNEI with {QMC_SAMPLES} QMC samples; {NUM_PATHS} Matheron paths; median seconds",
         "",
         format_table(["N", "F", "measure", "exact", "gprf", "gprf/exact", "gprf-plain", "plain/exact"], rows),

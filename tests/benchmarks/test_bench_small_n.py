@@ -65,3 +65,13 @@ def test_the_models_and_the_timed_calls():
         assert gradient.shape == (3, 4, 6) and gradient.abs().sum() > 0
         assert _paths(model, batches[0])().shape == (16, 4)
     assert torch.equal(small_n_data(15, 6, seed=0)[0], x)  # deterministic
+
+
+def test_the_models_run_on_the_device_and_precision_asked_for(tmp_path, capsys, device):
+    text, report = run_json(
+        tmp_path, capsys, "--what", "small-n", "--small-n", "12", "--device", str(device), "--dtype", "float32"
+    )
+    result = report["small-n"]
+    assert result["device"] == str(device) and result["dtype"] == "float32" and f"d=3, {device}, float32" in text
+    assert 0 < result["sizes"]["12"]["mean_error"] < 1
+    assert all(t > 0 for per in result["sizes"]["12"]["median_s"].values() for t in per.values())

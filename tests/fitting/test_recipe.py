@@ -340,3 +340,17 @@ def test_bounds_without_a_transform_are_kept():
     lengthscale = model.covar_module.base_kernel.lengthscale
     # The data want a lengthscale below 1 in the first two inputs: the bound is active there and nowhere crossed.
     assert bool((lengthscale >= 1.0).all()) and lengthscale.min().item() == 1.0
+
+
+def test_fewer_points_than_features_fit_on_the_device_as_on_the_cpu(device):
+    """The small route (full L-BFGS on the N x N route) on the device: the model stays there and reaches the CPU's
+    optimum (float64 on both; the products round differently, L-BFGS stops at the same stationary point)."""
+    start = training_mll(_model(n=60, num_features=256))
+    fitted = []
+    for where in (torch.device("cpu"), device):
+        mll = _model(n=60, num_features=256).to(where)
+        gprf.fit_mll(mll)
+        assert {parameter.device.type for parameter in mll.parameters()} == {where.type}
+        fitted.append(training_mll(mll))
+    assert fitted[0] > start + 0.1
+    assert fitted[1] == pytest.approx(fitted[0], rel=1e-6)

@@ -199,3 +199,18 @@ def test_statistics_from_the_points_gram_refuse_bad_input():
         ScaleStatistics.from_points(features, residual.index_fill(0, torch.tensor([2]), math.nan))
     with pytest.raises(TypeError, match="floating-point"):
         ScaleStatistics.from_points(features.long(), residual)
+
+
+def test_statistics_from_the_points_gram_on_the_features_device(device):
+    """float32 features on the device: the statistics stay there, in float64, and give the CPU's likelihood."""
+    features, residual = _problem(9, 20, batch_shape=(2,))
+    on_device = ScaleStatistics.from_points(features.float().to(device), residual.float().to(device))
+    on_cpu = ScaleStatistics.from_points(features.float(), residual.float())
+    assert on_device.eigenvalues.device.type == device.type and on_device.eigenvalues.dtype == torch.float64
+    outputscale = torch.tensor([0.7, 2.0], dtype=torch.float64)
+    noise = torch.tensor([0.05, 0.4], dtype=torch.float64)
+    value = on_device.log_marginal_likelihood(outputscale.to(device), noise.to(device), 1.5).cpu()
+    torch.testing.assert_close(value, on_cpu.log_marginal_likelihood(outputscale, noise, 1.5), rtol=1e-10, atol=0)
+    # The Gram is formed in float64 from the float32 values: the float64 density of those same values.
+    expected = _dense_log_density(features.float().double(), residual.float().double(), outputscale, noise, 1.5)
+    torch.testing.assert_close(value, expected, rtol=1e-10, atol=0)
