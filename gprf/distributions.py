@@ -2,7 +2,10 @@ r"""A ``MultivariateNormal`` whose log density of a feature-root covariance is a
 
 from __future__ import annotations
 
+import math
+
 import gpytorch
+import torch
 from gpytorch.distributions import MultivariateNormal as GPyTorchMultivariateNormal
 from linear_operator.operators import LinearOperator
 from torch import Tensor
@@ -36,8 +39,27 @@ class MultivariateNormal(GPyTorchMultivariateNormal):
 
     def log_prob(self, value: Tensor) -> Tensor:
         covariance = self.lazy_covariance_matrix
-        # GPyTorch caches the evaluation of lazily evaluated kernels, so log_prob does not redo it.
-        if isinstance(covariance, LinearOperator) and isinstance(covariance.evaluate_kernel(), _STRUCTURED):
-            with gpytorch.settings.fast_computations.log_prob(True):  # exact here: the structured density
-                return super().log_prob(value)
-        return super().log_prob(value)
+        if not isinstance(covariance, LinearOperator):
+            return super().log_prob(value)
+        # GPyTorch caches the kernel's evaluation, but rebuilds the operator around it (the likelihood's noise) at
+        # every evaluate_kernel: the structured density below evaluates it once, where GPyTorch's would again.
+        evaluated = covariance.evaluate_kernel()
+        if not isinstance(evaluated, _STRUCTURED):
+            return super().log_prob(value)
+        residual = value - self.loc
+        batch_shape = evaluated.batch_shape
+        shape = residual.shape[:-1]
+        with gpytorch.settings.fast_computations.log_prob(True):  # exact here: the structured density
+            if shape == batch_shape:
+                columns = residual.unsqueeze(-1)
+            else:
+                shape = torch.broadcast_shapes(shape, batch_shape)
+                extra = len(shape) - len(batch_shape)
+                if shape[extra:] != batch_shape:  # the covariance's own batch broadcast: GPyTorch repeats it
+                    return super().log_prob(value)
+                # Values of more batches than the covariance (e.g. samples): columns of one solve, not its copies.
+                expanded = residual.expand(*shape, residual.size(-1))
+                columns = expanded.reshape(-1, *expanded.shape[extra:]).movedim(0, -1)
+            inv_quad, logdet = evaluated.inv_quad_logdet(inv_quad_rhs=columns, logdet=True, reduce_inv_quad=False)
+        inv_quad = inv_quad.movedim(-1, 0).reshape(shape)
+        return -0.5 * (inv_quad + logdet + residual.size(-1) * math.log(2 * math.pi))

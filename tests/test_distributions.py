@@ -44,6 +44,39 @@ def test_structured_density_under_every_setting(fast_log_prob):
     assert type(model.likelihood(distribution)) is gprf.distributions.MultivariateNormal  # likelihoods keep the class
 
 
+def test_structured_density_of_more_batches_than_the_covariance():
+    """Values with a leading batch of 3 against one covariance: each row's density (GPyTorch's batch handling under
+    the structured setting), as columns of one solve."""
+    x, y = regression_data()
+    model = make_model(x, y).train()
+    prior = model(x)
+    distribution = gprf.distributions.MultivariateNormal(prior.mean, prior.lazy_covariance_matrix)
+    values = torch.stack([y, y + 0.5, 2 * y])
+    with linop_settings.fast_computations(log_prob=False), _spy() as spy:
+        log_prob = model.likelihood(distribution).log_prob(values)
+    assert spy.call_count == 1 and log_prob.shape == (3,)
+    expected = torch.stack([_dense_log_prob(model, x, value) for value in values])
+    torch.testing.assert_close(log_prob, expected, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("value_shape", [(2,), (), (3, 2), (3, 1)], ids=["own", "one", "more", "broadcast"])
+def test_structured_density_of_a_batched_covariance_broadcasts_its_values(value_shape):
+    x, y = regression_data()
+    model = make_model(x, y.expand(2, -1), batch_shape=torch.Size([2])).train()
+    prior = model(x)
+    distribution = model.likelihood(gprf.distributions.MultivariateNormal(prior.mean, prior.lazy_covariance_matrix))
+    generator = torch.Generator().manual_seed(0)
+    values = y + 0.3 * torch.randn(*value_shape, 80, generator=generator, dtype=y.dtype)
+    with linop_settings.fast_computations(log_prob=False), _spy() as spy:
+        log_prob = distribution.log_prob(values)
+    assert spy.call_count == 1
+    with pytest.warns(LowRankStructureWarning, match="dense 80 x 80"):  # the reference's own dense matrix
+        covariance = distribution.covariance_matrix
+    reference = torch.distributions.MultivariateNormal(distribution.mean, covariance).log_prob(values)
+    assert log_prob.shape == reference.shape == torch.broadcast_shapes(value_shape, (2,))
+    torch.testing.assert_close(log_prob, reference, rtol=1e-10, atol=1e-10)
+
+
 def test_gpytorch_class_takes_the_structured_path_under_its_default():
     x, y = regression_data()
     model = make_model(x, y).train()

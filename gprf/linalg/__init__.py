@@ -24,7 +24,7 @@ from gprf.linalg.indefinite_guard import IndefiniteGuard, indefinite_error
 from gprf.linalg.indefinite_posterior_covariance import IndefinitePosteriorCovariance
 from gprf.linalg.lazy_features import LazyFeatures
 from gprf.linalg.nystrom_preconditioner import NystromPreconditioner
-from gprf.linalg.points_factor import PointsFactor, factor_points
+from gprf.linalg.points_factor import PointsFactor, factor_points, points_gram
 from gprf.linalg.preconditioned_added_diag_operator import PreconditionedAddedDiagLinearOperator
 from gprf.linalg.ritz_inverse import ritz_inverse_root
 from gprf.linalg.route import choose_route, route_costs
@@ -62,6 +62,7 @@ __all__ = [
     "factor_points",
     "feature_root",
     "indefinite_error",
+    "points_gram",
     "ritz_inverse_root",
     "route_costs",
     "symmetric_gram",

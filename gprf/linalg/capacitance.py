@@ -102,10 +102,12 @@ def cholesky_status(matrix: Tensor, also_finite: Tensor | None = None) -> tuple[
     """``torch.linalg.cholesky_ex`` of ``matrix`` and whether it failed or ``also_finite`` is not finite — the one
     host synchronisation of a factorisation."""
     cholesky, info = torch.linalg.cholesky_ex(matrix)
-    failed = info.ne(0).any() | ~torch.isfinite(cholesky.diagonal(dim1=-2, dim2=-1)).all()
+    # NaN or inf anywhere makes the sum non-finite: one reduction each, few kernels at small sizes (a sum that
+    # overflows without either only costs the checked fallback).
+    total = cholesky.diagonal(dim1=-2, dim2=-1).sum()
     if also_finite is not None:
-        failed = failed | ~torch.isfinite(also_finite).all()
-    return cholesky, bool(failed)
+        total = total + also_finite.sum()
+    return cholesky, bool(info.any() | ~torch.isfinite(total))
 
 
 def matmul_unit_roundoff(dtype: torch.dtype) -> float:

@@ -24,6 +24,7 @@ from gprf.exceptions import LowRankStructureWarning
 from gprf.linalg.feature_root import FeatureRoot
 from gprf.linalg.feature_root_added_diag_operator import FeatureRootAddedDiagLinearOperator
 from gprf.linalg.lazy_features import LazyFeatures
+from gprf.linalg.points_factor import points_gram
 from gprf.linalg.root_algebra import kronecker_product, registered_root_product, sum_roots, task_rows
 from gprf.settings import factor_dtype
 
@@ -205,8 +206,7 @@ class FeatureRootLinearOperator(LowRankRootLinearOperator):
         return self._dense()
 
     def _dense(self) -> Tensor:
-        features = self.feature_root.features
-        return self._scale(features @ features.mT, 2)
+        return self._scale(points_gram(self.feature_root.features), 2)
 
     # ------------------------------------------------------------------ adding the noise
     def add_diagonal(self, diag: Tensor) -> FeatureRootAddedDiagLinearOperator:

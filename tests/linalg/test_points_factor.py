@@ -7,7 +7,7 @@ import torch
 
 import gprf
 from gprf.exceptions import NonFiniteTrainingDataError
-from gprf.linalg import FeatureRoot, factor_points
+from gprf.linalg import FeatureRoot, factor_points, points_gram
 
 
 def _root(batch=(2,), n=7, f=12, heteroscedastic=True, dtype=torch.float64) -> FeatureRoot:
@@ -55,3 +55,22 @@ def test_non_finite_rows_are_counted():
 def test_a_root_without_noise_is_refused():
     with pytest.raises(ValueError, match="needs its noise variances"):
         factor_points(FeatureRoot(torch.ones(3, 2, dtype=torch.float64)))
+
+
+def test_points_gram_and_its_one_product_backward_are_autograds():
+    """Value, first and second derivatives against autograd through ``features @ features.mT`` (batched)."""
+    generator = torch.Generator().manual_seed(0)
+    features = torch.randn(2, 7, 11, generator=generator, dtype=torch.float64, requires_grad=True)
+    weights = torch.randn(2, 7, 7, generator=generator, dtype=torch.float64)  # not symmetric: both halves count
+    torch.testing.assert_close(points_gram(features), features @ features.mT, rtol=1e-14, atol=0)
+    (ours,) = torch.autograd.grad((points_gram(features) * weights).sum(), features, create_graph=True)
+    (reference,) = torch.autograd.grad((features @ features.mT * weights).sum(), features, create_graph=True)
+    torch.testing.assert_close(ours, reference, rtol=1e-13, atol=0)
+    # The backward is itself differentiable (Hessian-vector products through the marginal likelihood).
+    torch.testing.assert_close(
+        torch.autograd.grad(ours.square().sum(), features)[0],
+        torch.autograd.grad(reference.square().sum(), features)[0],
+        rtol=1e-12,
+        atol=0,
+    )
+    assert torch.autograd.gradcheck(points_gram, (features[:1, :4, :5].detach().requires_grad_(),))
