@@ -31,6 +31,14 @@ def points_gram(features: Tensor) -> Tensor:
     r""":math:`\Phi\Phi^\top` for real ``features`` ``(..., N, F)``, with the one-GEMM backward
     :math:`\bar\Phi = (\bar K + \bar K^\top)\Phi`: :math:`2N^2F` multiply-adds forward and backward instead of
     :math:`3N^2F` (the points route's marginal likelihood at tens of points spends most of its arithmetic here)."""
+    if not torch.is_tensor(features) or features.dim() < 2:
+        shape = tuple(features.shape) if torch.is_tensor(features) else type(features).__name__
+        raise ValueError(f"points_gram: features must be a tensor of shape (..., N, F), got {shape}.")
+    if features.is_complex() or not features.is_floating_point():
+        raise TypeError(
+            f"points_gram: features must be real floating-point (a complex root's Gram needs its conjugate), got "
+            f"{features.dtype}."
+        )
     return _PointsGram.apply(features)
 
 

@@ -74,3 +74,17 @@ def test_points_gram_and_its_one_product_backward_are_autograds():
         atol=0,
     )
     assert torch.autograd.gradcheck(points_gram, (features[:1, :4, :5].detach().requires_grad_(),))
+
+
+def test_points_gram_refuses_what_it_cannot_form_and_keeps_empty_shapes():
+    with pytest.raises(ValueError, match=r"points_gram: features must be a tensor of shape \(\.\.\., N, F\), got \(5"):
+        points_gram(torch.ones(5))
+    with pytest.raises(ValueError, match="got list"):
+        points_gram([[1.0]])
+    with pytest.raises(TypeError, match="real floating-point .* got torch.int64"):
+        points_gram(torch.ones(3, 2, dtype=torch.long))
+    with pytest.raises(TypeError, match="conjugate.*complex128"):
+        points_gram(torch.ones(3, 2, dtype=torch.complex128))
+    # No rows or no features: an empty or a zero Gram, as the product gives.
+    assert points_gram(torch.ones(2, 0, 4)).shape == (2, 0, 0)
+    assert torch.equal(points_gram(torch.ones(3, 0, dtype=torch.float64)), torch.zeros(3, 3, dtype=torch.float64))
